@@ -1,0 +1,47 @@
+# meve — `make demo` and `make test` work on a fresh clone (they create .venv themselves).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stamp-install
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export ANONYMIZED_TELEMETRY := False
+export TOKENIZERS_PARALLELISM := false
+
+.DEFAULT_GOAL := help
+.PHONY: help venv demo test test-fast lint bench bench-quick clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# torch first, pinned: the local CPU wheel; an unpinned torch would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[all,dev]"
+	touch $(STAMP)
+
+venv: $(STAMP) ## create .venv and install meve with every extra
+
+demo: $(STAMP) ## Standard top-k vs MeVe side by side on the built-in corpus
+	$(VENV)/bin/meve demo
+
+test: $(STAMP) ## the whole suite (slow benchmarks excluded)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP) ## unit tests only (no model loads)
+	$(PY) -m pytest -q tests/unit
+
+lint: $(STAMP) ## ruff + mypy
+	$(VENV)/bin/ruff check shared langchain_meve llamaindex_meve tests examples benchmarks
+	$(VENV)/bin/ruff format --check shared langchain_meve llamaindex_meve
+	$(VENV)/bin/mypy
+
+bench: $(STAMP) ## every benchmark (minutes to hours; not in CI); writes benchmarks/results and BENCHMARKS.md
+	$(PY) -m benchmarks.run --full
+
+bench-quick: $(STAMP) ## a small slice of the benchmarks (< 5 minutes)
+	$(PY) -m benchmarks.run --quick
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

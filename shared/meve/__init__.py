@@ -1,0 +1,46 @@
+"""meve: a small, verified, token-budgeted context for RAG and chat memory.
+
+The framework-free core. Adapters live in ``langchain_meve`` and ``llamaindex_meve``.
+"""
+
+from meve.config import MemoryConfig, MeVeConfig
+from meve.errors import ConfigError, InputError, MeVeError, StoreError
+from meve.models import (
+    BiEncoderScorer,
+    CachedEmbedder,
+    CrossEncoderScorer,
+    Embedder,
+    RelevanceScorer,
+    SentenceTransformerEmbedder,
+    default_embedder,
+    default_scorer,
+)
+from meve.pipeline import MeVe
+from meve.records import ContextResult, Dropped, Passage, PhaseRecord
+from meve.tokens import TokenCounter, get_token_counter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BiEncoderScorer",
+    "CachedEmbedder",
+    "ConfigError",
+    "ContextResult",
+    "CrossEncoderScorer",
+    "Dropped",
+    "Embedder",
+    "InputError",
+    "MeVe",
+    "MeVeConfig",
+    "MeVeError",
+    "MemoryConfig",
+    "Passage",
+    "PhaseRecord",
+    "RelevanceScorer",
+    "SentenceTransformerEmbedder",
+    "StoreError",
+    "TokenCounter",
+    "default_embedder",
+    "default_scorer",
+    "get_token_counter",
+]

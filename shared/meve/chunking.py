@@ -1,0 +1,70 @@
+"""Sentence splitting and sentence-group chunking (as the MeVe paper chunks Wikipedia)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from meve.tokens import TokenCounter
+
+_SENTENCE_END = re.compile(r"([.!?][\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n")
+_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc prof gen col lt no fig e.g i.e".split())
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of sentences (and paragraphs) in ``text``; whitespace between them is excluded."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        end = match.end(1) if match.group(1) else match.start()
+        if match.group(1):
+            before = text[max(0, match.start() - 12) : match.start()].split()
+            word = before[-1].lower() if before else ""
+            if word.rstrip(".") in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+                continue
+        if text[start:end].strip():
+            spans.append(_strip(text, start, end))
+        start = match.end()
+    if text[start:].strip():
+        spans.append(_strip(text, start, len(text)))
+    return spans
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def split_sentences(text: str) -> list[str]:
+    return [text[a:b] for a, b in sentence_spans(text)]
+
+
+def chunk_spans(text: str, max_tokens: int, counter: TokenCounter) -> Iterator[tuple[int, int]]:
+    """Group consecutive sentences into spans of at most ``max_tokens`` tokens (a longer
+    single sentence becomes its own chunk, cut to the budget)."""
+    group_start: int | None = None
+    group_end = 0
+    used = 0
+    for a, b in sentence_spans(text):
+        n = counter.count(text[a:b])
+        if group_start is not None and used + n + 1 > max_tokens:
+            yield group_start, group_end
+            group_start, used = None, 0
+        if group_start is None:
+            group_start, used = a, 0
+        if n > max_tokens:
+            cut = counter.truncate(text[a:b], max_tokens)
+            yield a, a + len(cut)
+            group_start, used = None, 0
+            continue
+        group_end = b
+        used += n + (1 if used else 0)
+    if group_start is not None:
+        yield group_start, group_end
+
+
+def chunk_text(text: str, max_tokens: int, counter: TokenCounter) -> list[str]:
+    return [text[a:b] for a, b in chunk_spans(text, max_tokens, counter)]

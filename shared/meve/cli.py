@@ -1,0 +1,245 @@
+"""The ``meve`` command: index files, query an index, run the demo, inspect chat memory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from meve.errors import MeVeError
+
+DEFAULT_COLLECTION = "meve"
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=140)
+
+
+def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id prefix, text, metadata) records from txt/md/json/jsonl files."""
+    suffix = path.suffix.lower()
+    raw = path.read_text(encoding="utf-8")
+    if suffix in (".txt", ".md", ".markdown", ".rst"):
+        return [(path.stem, raw, {"source": str(path)})]
+    if suffix in (".json", ".jsonl"):
+        items = [json.loads(line) for line in raw.splitlines() if line.strip()] if suffix == ".jsonl" else json.loads(raw)
+        if isinstance(items, dict):
+            items = items.get("passages") or items.get("documents") or [items]
+        out = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                out.append((f"{path.stem}-{i}", item, {"source": str(path)}))
+            elif isinstance(item, dict) and isinstance(item.get("text"), str):
+                meta = {k: v for k, v in item.items() if k != "text" and isinstance(v, str | int | float | bool)}
+                meta["source"] = str(path)
+                out.append((str(item.get("id", f"{path.stem}-{i}")), item["text"], meta))
+            else:
+                raise MeVeError(f"{path}: item {i} is neither a str nor an object with a 'text' field")
+        return out
+    raise MeVeError(f"{path}: unsupported file type {suffix!r}; allowed: .txt, .md, .json, .jsonl")
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from meve.chunking import chunk_text
+    from meve.pipeline import MeVe
+    from meve.store import chroma_client
+    from meve.tokens import get_token_counter
+
+    counter = get_token_counter()
+    texts: list[str] = []
+    ids: list[str] = []
+    metas: list[dict[str, Any]] = []
+    for name in args.files:
+        for prefix, text, meta in _read_records(Path(name)):
+            for j, chunk in enumerate(chunk_text(text, args.chunk_tokens, counter)):
+                texts.append(chunk)
+                ids.append(f"{prefix}#{j}")
+                metas.append({**meta, "chunk": j})
+    if not texts:
+        raise MeVeError("no text found in the given files")
+    client = chroma_client(args.db)
+    meve = MeVe.from_texts(texts, ids=ids, metadatas=metas, client=client, collection_name=args.collection, show_progress=True)
+    _console().print(f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {meve.store.count()} in all)")
+    return 0
+
+
+def _phase_table(result: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"MeVe trace — {result.query!r}")
+    for col in ("phase", "kept", "dropped (why)", "tokens in→out", "ms", "notes"):
+        table.add_column(col, overflow="fold")
+    for rec in result.trace:
+        dropped = "\n".join(f"{d.id}: {d.reason}" for d in rec.dropped[:8]) + (f"\n… {len(rec.dropped) - 8} more" if len(rec.dropped) > 8 else "")
+        notes = ", ".join(f"{k}={v}" for k, v in rec.info.items() if k not in ("order",))
+        table.add_row(rec.phase, str(len(rec.kept)), dropped or "-", f"{rec.tokens_in}→{rec.tokens_out}", f"{rec.ms:.1f}", notes)
+    return table
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from meve.pipeline import MeVe
+    from meve.store import chroma_client
+
+    client = chroma_client(args.db)
+    names = [c.name for c in client.list_collections()]
+    if args.collection not in names:
+        raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
+    meve = MeVe.from_chroma(client.get_collection(args.collection))
+    overrides = {k: getattr(args, k) for k in ("t_max", "tau", "k_init") if getattr(args, k) is not None}
+    result = meve.run(args.query, **overrides)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+        return 0
+    console = _console()
+    console.print(_phase_table(result))
+    for doc in result.documents:
+        console.print(f"[bold]{doc.id}[/] ({doc.source}, score {doc.score:.3f}, {doc.tokens} tokens): {doc.text}")
+    console.print(f"context: {result.token_count} tokens (t_max {result.config['t_max']})")
+    return 0
+
+
+def demo_corpus() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(resources.files("meve").joinpath("data/demo_corpus.json").read_text(encoding="utf-8"))
+    return data
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from meve.config import MeVeConfig
+    from meve.pipeline import MeVe
+
+    console = _console()
+    corpus = demo_corpus()
+    passages = corpus["passages"]
+    console.print(f"[bold]meve demo[/]: {len(passages)} passages written for the demo; models load offline (first run ~15 s)…")
+    meve = MeVe.from_texts(
+        [p["text"] for p in passages], ids=[p["id"] for p in passages], metadatas=[{"title": p["title"]} for p in passages], config=MeVeConfig(k_init=args.k, t_max=args.t_max)
+    )
+    queries = [args.query] if args.query else corpus["queries"]
+    for query in queries:
+        base = meve.baseline(query, k=args.k)
+        result = meve.run(query)
+        table = Table(title=f"{query}", show_lines=False)
+        table.add_column(f"Standard RAG: dense top-{args.k} ({base.token_count} tokens)", overflow="fold")
+        table.add_column(f"MeVe ({result.token_count} tokens, t_max {args.t_max})", overflow="fold")
+        rows = max(len(base.documents), len(result.documents))
+        for i in range(rows):
+            left = f"{base.documents[i].id} (cos {base.documents[i].score:.2f})" if i < len(base.documents) else ""
+            right = f"{result.documents[i].id} ({result.documents[i].source}, {result.documents[i].score:.2f})" if i < len(result.documents) else ""
+            table.add_row(left, right)
+        console.print(table)
+        for rec in result.trace:
+            removed = ", ".join(f"{d.id} ({d.reason})" for d in rec.dropped) or "nothing"
+            console.print(f"  {rec.phase:<10} kept {len(rec.kept):>2}  removed: {removed}")
+        saved = 100.0 * (1 - result.token_count / base.token_count) if base.token_count else 0.0
+        console.print(f"  tokens: {base.token_count} → {result.token_count} ({saved:.0f}% fewer); verifier: {result.phase('verify').info.get('verifier', 'off')}\n")
+    return 0
+
+
+def _memory(args: argparse.Namespace) -> Any:
+    from meve.memory import MomentaryMemory
+
+    return MomentaryMemory(args.session, path=args.db)
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    console = _console()
+    mem = _memory(args)
+    if args.memory_cmd == "add":
+        turn = mem.add(args.text, args.role, turn_id=args.turn_id, timestamp=args.timestamp)
+        console.print(f"added {turn.id} (seq {turn.seq}, {turn.timestamp.isoformat()})")
+    elif args.memory_cmd == "list":
+        for t in mem.turns()[-args.last :] if args.last else mem.turns():
+            console.print(f"[{t.seq}] {t.timestamp.isoformat()} {t.role}: {t.text}")
+        console.print(f"{len(mem)} turn(s) in session {args.session!r}")
+    else:
+        ctx = mem.reconstruct(args.query, l_max=args.l_max, top_k=args.top_k, fusion=args.fusion)
+        if args.json:
+            sys.stdout.write(json.dumps(ctx.to_dict(), indent=2, default=str) + "\n")
+            return 0
+        from rich.table import Table
+
+        table = Table(title=f"reconstruct {args.query!r} — {ctx.token_count}/{ctx.l_max} tokens, fusion {ctx.fusion}")
+        for col in ("seq", "in", "bm25", "dense", "fused", "tokens", "why"):
+            table.add_column(col, overflow="fold")
+        for tr in ctx.trace[: args.show]:
+            dense = ", ".join(f"{v:.3f}" for v in tr.dense.values()) or "-"
+            table.add_row(str(tr.seq), "✓" if tr.included else "✗", f"{tr.bm25:.3f}" if tr.bm25 is not None else "-", dense, f"{tr.fused:.3f}" if tr.fused is not None else "-", str(tr.tokens), tr.reason)
+        console.print(table)
+        for t in ctx.turns:
+            console.print(f"[{t.seq}] {t.role}: {t.text}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="meve", description="Verified, de-duplicated, token-budgeted context for RAG and chat memory.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("index", help="chunk and index txt/md/json/jsonl files into a persistent Chroma directory")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--db", required=True, help="Chroma directory (created if missing)")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION)
+    p.add_argument("--chunk-tokens", type=int, default=120, help="sentence groups of at most this many tokens")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("query", help="run MeVe on an index and show each phase")
+    p.add_argument("query")
+    p.add_argument("--db", required=True)
+    p.add_argument("--collection", default=DEFAULT_COLLECTION)
+    p.add_argument("--json", action="store_true", help="print the ContextResult as JSON")
+    p.add_argument("--t-max", dest="t_max", type=int)
+    p.add_argument("--tau", type=float)
+    p.add_argument("--k", dest="k_init", type=int)
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("demo", help="Standard top-k vs MeVe, side by side, on a built-in corpus")
+    p.add_argument("--query", help="ask your own question instead of the built-in ones")
+    p.add_argument("--k", type=int, default=8)
+    p.add_argument("--t-max", dest="t_max", type=int, default=120)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("memory", help="inspect and debug a Momentary Contexts chat memory")
+    msub = p.add_subparsers(dest="memory_cmd", required=True)
+    for name in ("add", "list", "reconstruct"):
+        mp = msub.add_parser(name)
+        mp.add_argument("--db", required=True)
+        mp.add_argument("--session", required=True)
+        if name == "add":
+            mp.add_argument("text")
+            mp.add_argument("--role", default="user")
+            mp.add_argument("--turn-id", dest="turn_id")
+            mp.add_argument("--timestamp")
+        elif name == "list":
+            mp.add_argument("--last", type=int, default=0)
+        else:
+            mp.add_argument("query")
+            mp.add_argument("--l-max", dest="l_max", type=int)
+            mp.add_argument("--top-k", dest="top_k", type=int)
+            mp.add_argument("--fusion", choices=("weighted", "rrf"))
+            mp.add_argument("--show", type=int, default=30, help="trace rows to show")
+            mp.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_memory)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except MeVeError as exc:
+        print(f"meve: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Validated configuration records with the papers' defaults.
+
+Both records are frozen; :meth:`MeVeConfig.replace` returns a new, re-validated
+copy, which is how per-call overrides are applied (``is None`` checks, never
+``or``, so a real ``0`` or ``0.0`` survives).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from meve.errors import ConfigError
+
+Prioritisation = Literal["redundancy", "novelty", "none"]
+Retrieval = Literal["dense", "hierarchical"]
+Fusion = Literal["weighted", "rrf"]
+
+PRIORITISATIONS: tuple[str, ...] = ("redundancy", "novelty", "none")
+RETRIEVALS: tuple[str, ...] = ("dense", "hierarchical")
+FUSIONS: tuple[str, ...] = ("weighted", "rrf")
+
+
+def _int(name: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, value, f"an int >= {low}")
+    if value < low or (high is not None and value > high):
+        allowed = f"an int in [{low}, {high}]" if high is not None else f"an int >= {low}"
+        raise ConfigError(name, value, allowed)
+
+
+def _float(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(name, value, f"a number in {'(' if low_open else '['}{low}, {high}]")
+    if value < low or value > high or (low_open and value == low):
+        raise ConfigError(name, value, f"a number in {'(' if low_open else '['}{low}, {high}]")
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(name, value, "one of " + ", ".join(repr(a) for a in allowed))
+
+
+def _replace(obj: Any, overrides: Mapping[str, Any]) -> Any:
+    names = {f.name for f in dataclasses.fields(obj)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(unknown[0], overrides[unknown[0]], "a field of " + type(obj).__name__ + ": " + ", ".join(sorted(names)))
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(obj, **given) if given else obj
+
+
+@dataclass(frozen=True)
+class MeVeConfig:
+    """Settings of the five MeVe phases (defaults from the MeVe paper where it gives one).
+
+    k_init: candidates from the dense kNN search (phase 1).
+    tau: relevance threshold on the verifier's [0, 1] scale (phase 2). For the
+        cross-encoder this is its sigmoid probability; the offline bi-encoder
+        verifier is calibrated so that 0.5 is its own recommended cut too.
+    n_min: fewer verified candidates than this trigger the BM25 fallback (phase 3).
+    fallback_k: BM25 results merged in when the fallback runs.
+    theta_redundancy: cosine above which a lower-ranked candidate is a near-duplicate (phase 4).
+    prioritisation: "redundancy" (drop near-duplicates), "novelty" (SARA-style
+        greedy selection) or "none" (ablation).
+    novelty_lambda: in novelty mode, weight of relevance against similarity to
+        what is already selected (1.0 = relevance only).
+    t_max: hard token budget of the packed context (phase 5).
+    verify / fallback: switch phases off for ablations.
+    verifier_max_length: token cap per (query, passage) pair for the cross-encoder;
+        None keeps the model's own maximum so that what passes is unchanged.
+    verifier_batch_size: pairs per forward pass (pairs are length-sorted first).
+    retrieval: "dense" (kNN over passages) or "hierarchical" (documents first,
+        then passages inside them; needs a corpus built with documents).
+    separator: joins packed passages; its tokens count against t_max.
+    """
+
+    k_init: int = 20
+    tau: float = 0.5
+    n_min: int = 3
+    fallback_k: int = 5
+    theta_redundancy: float = 0.85
+    prioritisation: Prioritisation = "redundancy"
+    novelty_lambda: float = 0.7
+    t_max: int = 512
+    verify: bool = True
+    fallback: bool = True
+    verifier_max_length: int | None = None
+    verifier_batch_size: int = 32
+    retrieval: Retrieval = "dense"
+    separator: str = "\n\n"
+
+    def __post_init__(self) -> None:
+        _int("k_init", self.k_init, 1, 10_000)
+        _float("tau", self.tau, 0.0, 1.0)
+        _int("n_min", self.n_min, 0)
+        _int("fallback_k", self.fallback_k, 0, 10_000)
+        _float("theta_redundancy", self.theta_redundancy, 0.0, 1.0, low_open=True)
+        _choice("prioritisation", self.prioritisation, PRIORITISATIONS)
+        _float("novelty_lambda", self.novelty_lambda, 0.0, 1.0)
+        _int("t_max", self.t_max, 1)
+        for flag in ("verify", "fallback"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(flag, getattr(self, flag), "True or False")
+        if self.verifier_max_length is not None:
+            _int("verifier_max_length", self.verifier_max_length, 8, 8192)
+        _int("verifier_batch_size", self.verifier_batch_size, 1, 4096)
+        _choice("retrieval", self.retrieval, RETRIEVALS)
+        if not isinstance(self.separator, str):
+            raise ConfigError("separator", self.separator, "a str")
+
+    def replace(self, **overrides: Any) -> MeVeConfig:
+        """A validated copy with the given fields changed; ``None`` values are ignored."""
+        result: MeVeConfig = _replace(self, overrides)
+        return result
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _default_weights() -> dict[str, float]:
+    return {"bm25": 0.3, "dense": 0.7}
+
+
+def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None) -> dict[str, float]:
+    """Check fusion weights: non-negative numbers keyed by 'bm25', 'dense' or an embedder name, summing > 0.
+
+    ``embedder_names=None`` accepts any str key (checked later against the actual embedders).
+    """
+    if not isinstance(weights, Mapping) or not weights:
+        raise ConfigError("weights", weights, "a non-empty mapping like {'bm25': 0.3, 'dense': 0.7}")
+    allowed = ("bm25", "dense", *(embedder_names or ()))
+    out: dict[str, float] = {}
+    for key, value in weights.items():
+        if not isinstance(key, str) or (embedder_names is not None and key not in allowed):
+            raise ConfigError(f"weights[{key!r}]", value, "a key among " + ", ".join(repr(a) for a in allowed))
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value < 0:
+            raise ConfigError(f"weights[{key!r}]", value, "a finite number >= 0")
+        out[key] = float(value)
+    total = sum(out.values())
+    if not total > 0 or math.isinf(total):
+        raise ConfigError("weights", dict(weights), "weights whose sum is a finite number > 0")
+    return out
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Settings of Momentary Contexts reconstruction (Jeong, 2024).
+
+    top_k: past turns chosen by hybrid relevance (besides the recent ones).
+    l_max: hard token budget of the rebuilt context.
+    recent_turns: most recent turns always included.
+    fusion: "weighted" (min-max normalised weighted sum, eq. 12-13) or "rrf" (eq. 14).
+    weights: per-signal weights: 'bm25', 'dense' (all embedders) or an embedder's name.
+    rrf_k: the RRF damping constant.
+    max_turn_chars: longest turn accepted (longer raises InputError).
+    """
+
+    top_k: int = 8
+    l_max: int = 1024
+    recent_turns: int = 1
+    fusion: Fusion = "weighted"
+    weights: Mapping[str, float] = field(default_factory=_default_weights)
+    rrf_k: int = 60
+    max_turn_chars: int = 4_000_000
+
+    def __post_init__(self) -> None:
+        _int("top_k", self.top_k, 0, 10_000)
+        _int("l_max", self.l_max, 1)
+        _int("recent_turns", self.recent_turns, 0, 1_000)
+        _choice("fusion", self.fusion, FUSIONS)
+        object.__setattr__(self, "weights", validate_weights(self.weights))
+        _int("rrf_k", self.rrf_k, 0)
+        _int("max_turn_chars", self.max_turn_chars, 1)
+
+    def replace(self, **overrides: Any) -> MemoryConfig:
+        result: MemoryConfig = _replace(self, overrides)
+        return result

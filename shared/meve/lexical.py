@@ -1,0 +1,195 @@
+"""BM25 behind one interface.
+
+Backends (all share :func:`bm25_tokenize`, so they see the same terms):
+
+* ``"bm25s"`` — sparse-matrix BM25 (Lucene variant), the fast default for a
+  static corpus; ``add`` re-indexes (O(corpus)).
+* ``"rank-bm25"`` — the reference ``BM25Okapi``, kept for parity checks.
+* ``"incremental"`` — meve's own Lucene-variant BM25 whose statistics update
+  per document: ``add`` is O(tokens of the new document), a query is
+  O(postings of its terms), vectorised. Chat memory uses it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from meve.errors import ConfigError
+
+BACKENDS: tuple[str, ...] = ("bm25s", "rank-bm25", "incremental")
+
+# A short English stopword list; queries are questions, so function words would dominate otherwise.
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have he her his how i if in into is it its
+    me my no not of on or our she so than that the their them then there these they this to was we were what when where
+    which who whom why will with would you your""".split()
+)
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def bm25_tokenize(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+@runtime_checkable
+class BM25Backend(Protocol):
+    name: str
+
+    def add(self, texts: Sequence[str]) -> None: ...
+
+    def get_scores(self, query: str) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+
+def top_k(scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Indices of the k best positive scores, best first (ties by index, for determinism)."""
+    if k <= 0 or scores.size == 0:
+        return []
+    k = min(k, scores.size)
+    idx = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
+    idx = idx[np.lexsort((idx, -scores[idx]))]
+    return [(int(i), float(scores[i])) for i in idx if scores[i] > 0]
+
+
+class Bm25sBackend:
+    name = "bm25s"
+
+    def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
+        self.k1, self.b, self.method = k1, b, method
+        self._tokens: list[list[str]] = []
+        self._model: object | None = None
+        self.add(texts)
+
+    def add(self, texts: Sequence[str]) -> None:
+        self._tokens.extend(bm25_tokenize(t) for t in texts)
+        self._model = None
+
+    def _index(self) -> object:
+        if self._model is None:
+            import bm25s
+
+            model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+            # bm25s rejects an empty vocabulary; a placeholder token keeps empty documents indexable.
+            model.index([toks or ["\x00"] for toks in self._tokens], show_progress=False)
+            self._model = model
+        return self._model
+
+    def get_scores(self, query: str) -> np.ndarray:
+        if not self._tokens:
+            return np.zeros(0, dtype=np.float64)
+        model = self._index()
+        terms = [t for t in bm25_tokenize(query) if t in model.vocab_dict]  # type: ignore[attr-defined]
+        if not terms:
+            return np.zeros(len(self._tokens), dtype=np.float64)
+        return np.asarray(model.get_scores(terms), dtype=np.float64)  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+
+class RankBM25Backend:
+    name = "rank-bm25"
+
+    def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self._tokens: list[list[str]] = []
+        self._model: object | None = None
+        self.add(texts)
+
+    def add(self, texts: Sequence[str]) -> None:
+        self._tokens.extend(bm25_tokenize(t) for t in texts)
+        self._model = None
+
+    def get_scores(self, query: str) -> np.ndarray:
+        if not self._tokens:
+            return np.zeros(0, dtype=np.float64)
+        if self._model is None:
+            from rank_bm25 import BM25Okapi
+
+            self._model = BM25Okapi([toks or ["\x00"] for toks in self._tokens], k1=self.k1, b=self.b)
+        return np.asarray(self._model.get_scores(bm25_tokenize(query)), dtype=np.float64)  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+
+class IncrementalBM25:
+    """Lucene-variant BM25 with per-document updates.
+
+    score = sum_t idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)) with
+    idf(t) = ln(1 + (N - n_t + 0.5) / (n_t + 0.5)): bm25s's default ("lucene",
+    which drops the constant (k1 + 1) factor), so the two agree (tested).
+    """
+
+    name = "incremental"
+
+    def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self._postings: dict[str, tuple[list[int], list[int]]] = {}
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._lengths: list[int] = []
+        self._total = 0
+        self.add(texts)
+
+    def add(self, texts: Sequence[str]) -> None:
+        for text in texts:
+            doc = len(self._lengths)
+            tokens = bm25_tokenize(text)
+            self._lengths.append(len(tokens))
+            self._total += len(tokens)
+            counts: dict[str, int] = {}
+            for tok in tokens:
+                counts[tok] = counts.get(tok, 0) + 1
+            for tok, tf in counts.items():
+                docs, tfs = self._postings.setdefault(tok, ([], []))
+                docs.append(doc)
+                tfs.append(tf)
+                self._arrays.pop(tok, None)
+        self._length_array: np.ndarray | None = None
+
+    def _term(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            docs, tfs = self._postings[term]
+            arrays = (np.asarray(docs, dtype=np.int64), np.asarray(tfs, dtype=np.float64))
+            self._arrays[term] = arrays
+        return arrays
+
+    def get_scores(self, query: str) -> np.ndarray:
+        n = len(self._lengths)
+        scores = np.zeros(n, dtype=np.float64)
+        if n == 0:
+            return scores
+        if getattr(self, "_length_array", None) is None:
+            self._length_array = np.asarray(self._lengths, dtype=np.float64)
+        lengths = self._length_array
+        assert lengths is not None
+        avgdl = self._total / n if self._total else 1.0
+        for term in dict.fromkeys(bm25_tokenize(query)):
+            if term not in self._postings:
+                continue
+            docs, tfs = self._term(term)
+            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            norm = self.k1 * (1.0 - self.b + self.b * lengths[docs] / avgdl)
+            scores[docs] += idf * tfs / (tfs + norm)
+        return scores
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+
+def make_bm25(backend: str = "bm25s", texts: Sequence[str] = ()) -> BM25Backend:
+    """Build a BM25 backend by name: one of ``BACKENDS``."""
+    if backend == "bm25s":
+        return Bm25sBackend(texts)
+    if backend == "rank-bm25":
+        return RankBM25Backend(texts)
+    if backend == "incremental":
+        return IncrementalBM25(texts)
+    raise ConfigError("bm25_backend", backend, "one of " + ", ".join(repr(b) for b in BACKENDS))

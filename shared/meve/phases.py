@@ -1,0 +1,121 @@
+"""The MeVe phases as small pure functions over tuples of frozen :class:`Passage` records.
+
+Model calls (embedding, cross-encoder scoring, store lookups) happen in the
+pipeline; each phase gets the numbers it needs and returns what it kept and what
+it dropped, with the reason. Inputs are never mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from meve.records import Dropped, Passage
+
+
+@dataclass(frozen=True)
+class PhaseOutput:
+    kept: tuple[Passage, ...]
+    dropped: tuple[Dropped, ...] = ()
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float) -> PhaseOutput:
+    """Phase 2: keep candidates whose verifier score is >= tau, best first (stable on ties)."""
+    if len(scores) != len(candidates):
+        raise ValueError(f"verify got {len(scores)} scores for {len(candidates)} candidates")
+    scored = [c.with_(relevance=float(s)) for c, s in zip(candidates, scores, strict=True)]
+    kept = sorted((c for c in scored if c.score >= tau), key=lambda c: -c.score)
+    dropped = tuple(Dropped(c.id, f"relevance {c.score:.3f} < tau {tau}", c.score) for c in scored if c.score < tau)
+    return PhaseOutput(tuple(kept), dropped)
+
+
+def fallback(verified: Sequence[Passage], lexical: Sequence[Passage], n_min: int, fallback_k: int) -> PhaseOutput:
+    """Phase 3: when fewer than n_min passed, append up to fallback_k BM25 results not already present."""
+    if len(verified) >= n_min:
+        return PhaseOutput(tuple(verified), info={"triggered": False})
+    present = {c.id for c in verified}
+    added: list[Passage] = []
+    already: list[str] = []
+    for cand in lexical:
+        if cand.id in present:
+            already.append(cand.id)
+            continue
+        if len(added) >= fallback_k:
+            break
+        present.add(cand.id)
+        added.append(cand.with_(source="fallback"))
+    return PhaseOutput(tuple(verified) + tuple(added), (), {"triggered": True, "added": [c.id for c in added], "already_verified": already})
+
+
+def _unit(vecs: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    return np.asarray(vecs / np.where(norms == 0, 1.0, norms), dtype=np.float64)
+
+
+def drop_redundant(candidates: Sequence[Passage], theta: float) -> PhaseOutput:
+    """Phase 4 (redundancy): walk in priority order; drop a candidate whose cosine with an
+    already-kept one exceeds theta. The higher-ranked of a pair always survives."""
+    if not candidates:
+        return PhaseOutput(())
+    vecs = _unit(np.stack([_embedding(c) for c in candidates]))
+    kept_idx: list[int] = []
+    dropped: list[Dropped] = []
+    for i, cand in enumerate(candidates):
+        if kept_idx:
+            sims = vecs[kept_idx] @ vecs[i]
+            j = int(np.argmax(sims))
+            if sims[j] > theta:
+                dropped.append(Dropped(cand.id, f"near-duplicate of {candidates[kept_idx[j]].id} (cos {sims[j]:.3f} > {theta})", float(sims[j])))
+                continue
+        kept_idx.append(i)
+    return PhaseOutput(tuple(candidates[i] for i in kept_idx), tuple(dropped))
+
+
+def novelty_select(candidates: Sequence[Passage], lam: float, theta: float) -> PhaseOutput:
+    """Phase 4 (novelty, SARA-style): greedily pick the candidate with the best
+    ``lam * relevance - (1 - lam) * max cos(selected)``; a candidate whose best
+    similarity to the selection exceeds theta adds nothing new and is dropped.
+    The result is ordered by selection, so the budget packs the most informative first."""
+    if not candidates:
+        return PhaseOutput(())
+    vecs = _unit(np.stack([_embedding(c) for c in candidates]))
+    rel = np.array([c.score for c in candidates], dtype=np.float64)
+    remaining = list(range(len(candidates)))
+    chosen: list[int] = []
+    dropped: list[Dropped] = []
+    max_sim = np.zeros(len(candidates), dtype=np.float64)
+    while remaining:
+        gains = lam * rel[remaining] - (1.0 - lam) * max_sim[remaining]
+        pick = remaining.pop(int(np.argmax(gains)))
+        if chosen and max_sim[pick] > theta:
+            dropped.append(Dropped(candidates[pick].id, f"adds no novelty (cos {max_sim[pick]:.3f} > {theta} to the selection)", float(max_sim[pick])))
+            continue
+        chosen.append(pick)
+        max_sim = np.maximum(max_sim, vecs @ vecs[pick])
+    return PhaseOutput(tuple(candidates[i] for i in chosen), tuple(dropped), {"order": [candidates[i].id for i in chosen]})
+
+
+def _embedding(c: Passage) -> np.ndarray:
+    if c.embedding is None:
+        raise ValueError(f"passage {c.id!r} has no embedding; prioritisation needs one per candidate")
+    return np.asarray(c.embedding, dtype=np.float64)
+
+
+def pack_budget(candidates: Sequence[Passage], token_counts: Sequence[int], t_max: int, separator_tokens: int) -> PhaseOutput:
+    """Phase 5: greedy packing in priority order; a passage that does not fit is skipped
+    (and recorded) while smaller later ones may still fit. Never exceeds t_max."""
+    used = 0
+    kept: list[Passage] = []
+    dropped: list[Dropped] = []
+    for cand, tokens in zip(candidates, token_counts, strict=True):
+        cost = tokens + (separator_tokens if kept else 0)
+        if used + cost <= t_max:
+            kept.append(cand.with_(tokens=tokens))
+            used += cost
+        else:
+            dropped.append(Dropped(cand.id, f"over budget: needs {cost} tokens, {t_max - used} left", float(tokens)))
+    return PhaseOutput(tuple(kept), tuple(dropped), {"packed_tokens": used})

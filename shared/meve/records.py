@@ -1,0 +1,125 @@
+"""Frozen records that flow between the phases.
+
+Phases never mutate a record; they return new ones via ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+Source = Literal["dense", "fallback", "hierarchical"]
+
+
+@dataclass(frozen=True, eq=False)
+class Passage:
+    """One candidate passage and everything the phases learned about it.
+
+    ``score`` is the best evidence of relevance available: the verifier's
+    [0, 1] score when verification ran, else the retrieval score.
+    """
+
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    source: Source = "dense"
+    dense_score: float | None = None
+    bm25_score: float | None = None
+    relevance: float | None = None
+    tokens: int | None = None
+    embedding: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def score(self) -> float:
+        for value in (self.relevance, self.dense_score, self.bm25_score):
+            if value is not None:
+                return float(value)
+        return 0.0
+
+    def with_(self, **changes: Any) -> Passage:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "metadata": dict(self.metadata),
+            "source": self.source,
+            "score": self.score,
+            "dense_score": self.dense_score,
+            "bm25_score": self.bm25_score,
+            "relevance": self.relevance,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A candidate a phase removed, and why."""
+
+    id: str
+    reason: str
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    """What one phase kept and dropped, with scores, tokens and time."""
+
+    phase: str
+    kept: tuple[str, ...]
+    dropped: tuple[Dropped, ...] = ()
+    scores: Mapping[str, float] = field(default_factory=dict)
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    ms: float = 0.0
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "kept": list(self.kept),
+            "dropped": [dataclasses.asdict(d) for d in self.dropped],
+            "scores": dict(self.scores),
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "ms": round(self.ms, 3),
+            "info": dict(self.info),
+        }
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    """The budgeted context for one query and the audit trail that produced it."""
+
+    query: str
+    documents: tuple[Passage, ...]
+    context: str
+    token_count: int
+    trace: tuple[PhaseRecord, ...]
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def phase(self, name: str) -> PhaseRecord:
+        for record in self.trace:
+            if record.phase == name:
+                return record
+        raise KeyError(f"no phase {name!r} in this trace; phases: {[r.phase for r in self.trace]}")
+
+    @property
+    def total_ms(self) -> float:
+        return sum(r.ms for r in self.trace)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "documents": [d.to_dict() for d in self.documents],
+            "context": self.context,
+            "token_count": self.token_count,
+            "trace": [r.to_dict() for r in self.trace],
+            "config": dict(self.config),
+            "total_ms": round(self.total_ms, 3),
+        }
