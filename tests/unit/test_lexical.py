@@ -1,0 +1,51 @@
+import json
+import random
+
+import numpy as np
+import pytest
+
+from meve import ConfigError
+from meve.cli import demo_corpus
+from meve.lexical import BACKENDS, Bm25sBackend, IncrementalBM25, RankBM25Backend, make_bm25, top_k
+from tests.conftest import shared_data
+
+
+def _corpus():
+    return [p["text"] for p in demo_corpus()["passages"]]
+
+
+def test_incremental_matches_bm25s_scores_after_each_add():
+    texts = _corpus()
+    inc = IncrementalBM25()
+    rng = random.Random(0)
+    queries = ["bicycle tyre comfort", "Karl Drais 1817 running machine", "gear chain sprocket", "volcano lava", "nothing matches zzz"]
+    for i, t in enumerate(texts):
+        inc.add([t])
+        ref = Bm25sBackend(texts[: i + 1])
+        q = rng.choice(queries)
+        assert np.allclose(inc.get_scores(q), ref.get_scores(q), atol=1e-5), (i, q)
+
+
+def test_rank_bm25_and_bm25s_agree_on_top_k_of_a_real_corpus():
+    data = json.loads(shared_data("hotpotqa", "hotpot_dev_distractor_v1_first103.json").read_text())
+    texts = list(dict.fromkeys(" ".join(s) for q in data[:40] for _, s in q["context"]))
+    fast = Bm25sBackend(texts, method="robertson")
+    ref = RankBM25Backend(texts)
+    for q in data[:40]:
+        a = [i for i, _ in top_k(fast.get_scores(q["question"]), 10)]
+        b = [i for i, _ in top_k(ref.get_scores(q["question"]), 10)]
+        assert a == b, q["question"]
+
+
+def test_backends_by_name_and_unknown_name():
+    for name in BACKENDS:
+        bm = make_bm25(name, ["alpha beta", "beta gamma", "delta epsilon"])
+        assert len(bm) == 3
+        assert int(np.argmax(bm.get_scores("gamma"))) == 1
+    with pytest.raises(ConfigError, match="'bm25s', 'rank-bm25', 'incremental'"):
+        make_bm25("bm26")
+
+
+def test_top_k_is_deterministic_and_skips_zero():
+    assert top_k(np.array([0.0, 2.0, 2.0, 1.0]), 3) == [(1, 2.0), (2, 2.0), (3, 1.0)]
+    assert top_k(np.array([0.0, 0.0]), 5) == []

@@ -1,0 +1,166 @@
+"""MeVe over real Chroma with fake models (FakeEmbedder, FakeScorer; see tests/fakes.py)."""
+
+import asyncio
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meve import ContextResult, InputError, MeVe, MeVeConfig, StoreError
+from meve.store import chroma_client
+from tests.fakes import FakeEmbedder, FakeScorer
+
+CORPUS = [
+    "The Eiffel Tower in Paris was completed in 1889.",
+    "The Eiffel Tower in Paris was completed in 1889 for the fair.",
+    "Gustave Eiffel's company built the tower.",
+    "Bananas are rich in potassium.",
+    "Mount Everest is the highest mountain on Earth.",
+    "The Louvre is a museum in Paris.",
+]
+
+
+def build(config=None, **kw):
+    kw.setdefault("embedder", FakeEmbedder())
+    kw.setdefault("scorer", FakeScorer())
+    return MeVe.from_texts(CORPUS, config=config or MeVeConfig(k_init=6, tau=0.5, t_max=100), **kw)
+
+
+def test_run_records_every_phase_with_tokens_and_reasons():
+    m = build()
+    r = m.run("When was the Eiffel Tower completed?")
+    assert isinstance(r, ContextResult)
+    assert [rec.phase for rec in r.trace] == ["retrieve", "verify", "fallback", "prioritise", "budget"]
+    verify = r.phase("verify")
+    assert verify.info["verifier"] == "fake-overlap" and verify.info["pairs_scored"] == 6
+    assert all("< tau 0.5" in d.reason for d in verify.dropped)
+    prio = r.phase("prioritise")
+    assert [d.id for d in prio.dropped] == ["doc-1"] and "near-duplicate of doc-0" in prio.dropped[0].reason
+    assert r.token_count <= 100 and r.token_count == m.token_counter.count(r.context)
+    assert all(rec.tokens_out <= rec.tokens_in for rec in r.trace[1:])
+    assert r.documents[0].id == "doc-0" and r.documents[0].source == "dense"
+    d = r.to_dict()
+    assert d["trace"][1]["phase"] == "verify" and d["documents"][0]["id"] == "doc-0"
+
+
+def test_fallback_adds_bm25_results_scored_on_the_verifier_scale():
+    scorer = FakeScorer()
+    m = build(scorer=scorer, config=MeVeConfig(k_init=1, tau=0.9, n_min=3, fallback_k=2, t_max=200))
+    r = m.run("Louvre museum Everest mountain")
+    fb = r.phase("fallback")
+    assert fb.info["triggered"] is True
+    assert sorted(fb.info["added"]) == ["doc-4", "doc-5"]
+    assert {doc.id for doc in r.documents if doc.source == "fallback"} == {"doc-4", "doc-5"}
+    assert all(doc.relevance is not None for doc in r.documents)
+    # Each (query, passage) pair is scored at most once per run.
+    assert sum(scorer.calls) == len({*r.phase("retrieve").kept, *fb.info["added"]})
+
+
+def test_ablation_switches_and_overrides():
+    m = build()
+    r = m.run("Eiffel Tower", verify=False, fallback=False, prioritisation="none", t_max=1000)
+    assert r.phase("verify").info["skipped"] == "verify=False"
+    assert r.phase("prioritise").info["skipped"] == "prioritisation='none'"
+    assert len(r.documents) == 6
+    assert m.config.t_max == 100  # the override did not leak into the instance
+
+
+def test_budget_smaller_than_every_passage_gives_empty_context_with_reason():
+    r = build().run("Eiffel Tower", t_max=3)
+    assert r.documents == () and r.context == "" and r.token_count == 0
+    assert "exceeds t_max 3" in r.phase("budget").info["empty"]
+
+
+@pytest.mark.parametrize("query", ["", "   ", None, 42, b"bytes"])
+def test_bad_queries(query):
+    with pytest.raises(InputError, match="query"):
+        build().run(query)
+
+
+def test_bad_corpora():
+    emb, sc = FakeEmbedder(), FakeScorer()
+    with pytest.raises(InputError, match="texts is empty"):
+        MeVe.from_texts([], embedder=emb, scorer=sc)
+    with pytest.raises(InputError, match=r"texts\[1\] is int"):
+        MeVe.from_texts(["a", 1], embedder=emb, scorer=sc)
+    with pytest.raises(InputError, match="ids has 1 entries but texts has 2"):
+        MeVe.from_texts(["a", "b"], ids=["x"], embedder=emb, scorer=sc)
+    with pytest.raises(InputError, match="duplicate id 'x'"):
+        MeVe.from_texts(["a", "b"], ids=["x", "x"], embedder=emb, scorer=sc)
+    with pytest.raises(InputError, match="metadatas has 3 entries"):
+        MeVe.from_texts(["a", "b"], metadatas=[{}, {}, {}], embedder=emb, scorer=sc)
+    with pytest.raises(InputError, match=r"metadatas\[0\]\['k'\]=\[1\]"):
+        MeVe.from_texts(["a"], metadatas=[{"k": [1]}], embedder=emb, scorer=sc)
+
+
+def test_dimension_mismatch_with_an_existing_collection(chroma_dir):
+    client = chroma_client(chroma_dir)
+    MeVe.from_texts(CORPUS, client=client, collection_name="docs", embedder=FakeEmbedder(64), scorer=FakeScorer())
+    with pytest.raises(StoreError, match="64-dimensional embeddings but the embedder makes 32"):
+        MeVe.from_chroma(client.get_collection("docs"), embedder=FakeEmbedder(32))
+    with pytest.raises(StoreError, match="64-dimensional"):
+        MeVe.from_texts(["new"], client=client, collection_name="docs", embedder=FakeEmbedder(32))
+
+
+def test_persistent_index_reopens_in_a_new_client(chroma_dir):
+    first = MeVe.from_texts(CORPUS, metadatas=[{"n": i} for i in range(len(CORPUS))], client=chroma_client(chroma_dir), collection_name="docs", embedder=FakeEmbedder(), scorer=FakeScorer())
+    expected = first.run("Eiffel Tower Paris")
+    del first
+    again = MeVe.from_chroma(chroma_client(chroma_dir).get_collection("docs"), embedder=FakeEmbedder(), scorer=FakeScorer())
+    got = again.run("Eiffel Tower Paris")
+    assert [d.id for d in got.documents] == [d.id for d in expected.documents]
+    assert got.context == expected.context
+    assert got.documents[0].metadata["n"] == 0
+    assert again.lexical.search("potassium", 1)[0][0] == "doc-3"
+
+
+def test_add_texts_extends_dense_and_bm25():
+    m = build()
+    ids = m.add_texts(["Zebras have black and white stripes."])
+    assert ids == ["doc-6"]
+    assert m.run("zebras stripes").documents[0].id == "doc-6"
+    with pytest.raises(InputError, match="already indexed"):
+        m.add_texts(["x"], ids=["doc-0"])
+
+
+async def test_arun_matches_run_and_does_not_block_the_loop():
+    m = build()
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    r = await m.arun("Eiffel Tower")
+    task.cancel()
+    assert r.context == m.run("Eiffel Tower").context
+    assert ticks > 0
+
+
+def test_on_phase_callback_sees_each_phase():
+    seen = []
+    build().run("Eiffel", on_phase=lambda rec: seen.append(rec.phase))
+    assert seen == ["retrieve", "verify", "fallback", "prioritise", "budget"]
+
+
+WORDS = ["tower", "paris", "eiffel", "banana", "river", "mountain", "museum", "gold", "red", "blue", "cat", "dog"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    corpus=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=40).map(" ".join), min_size=1, max_size=15),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join),
+    t_max=st.integers(min_value=1, max_value=120),
+    tau=st.floats(min_value=0.0, max_value=1.0),
+    prioritisation=st.sampled_from(["redundancy", "novelty", "none"]),
+)
+def test_property_budget_and_uniqueness(corpus, query, t_max, tau, prioritisation):
+    m = MeVe.from_texts(corpus, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=10, n_min=2, fallback_k=3))
+    r = m.run(query, t_max=t_max, tau=tau, prioritisation=prioritisation)
+    assert r.token_count <= t_max
+    assert r.token_count == m.token_counter.count(r.context)
+    ids = [d.id for d in r.documents]
+    assert len(ids) == len(set(ids))

@@ -1,0 +1,57 @@
+import shutil
+
+import pytest
+
+from meve import InputError, get_token_counter
+from meve.tokens import CallableTokenCounter, HFTokenCounter, OpenAIEncodingCounter, RegexTokenCounter
+from tests.conftest import shared_data
+
+TEXT = "MeVe verifies, de-duplicates and budgets context — naïve café ✓ 12345."
+
+
+def test_default_is_o200k_offline():
+    c = get_token_counter()
+    assert c.name.startswith("o200k_base")
+    assert c.count(TEXT) > 5
+    assert c.count("") == 0
+
+
+def test_tiktoken_from_a_prepared_cache_matches_bpe_openai(tmp_path, monkeypatch):
+    src = shared_data("tiktoken", "o200k_base.tiktoken")
+    shutil.copy(src, tmp_path / "fb374d419588a4632f3f557e76b4b70aebbca790")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    tk = OpenAIEncodingCounter("o200k_base")
+    assert tk.backend == "tiktoken"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty"))
+    offline = OpenAIEncodingCounter("o200k_base")
+    assert offline.backend == "bpe-openai"
+    for text in (TEXT, "hello world", "def f(x):\n    return x ** 2\n"):
+        assert tk.encode(text) == offline.encode(text)
+
+
+def test_model_names_map_to_encodings():
+    assert OpenAIEncodingCounter("gpt-4o").encoding_name == "o200k_base"
+    assert OpenAIEncodingCounter("gpt-4").encoding_name == "cl100k_base"
+    with pytest.raises(InputError, match="not-a-model"):
+        OpenAIEncodingCounter("not-a-model")
+
+
+@pytest.mark.parametrize("counter", [get_token_counter(), RegexTokenCounter(), CallableTokenCounter(lambda t: len(t.split()))])
+def test_truncate_fits(counter):
+    for n in (1, 3, 7):
+        cut = counter.truncate(TEXT, n)
+        assert counter.count(cut) <= n
+        assert TEXT.startswith(cut[: max(0, len(cut) - 2)])
+    assert counter.truncate(TEXT, 10_000) == TEXT
+
+
+def test_hf_tokenizer_and_callable_specs():
+    from transformers import AutoTokenizer
+
+    from meve.models import default_model_path
+
+    hf = get_token_counter(AutoTokenizer.from_pretrained(default_model_path()))
+    assert isinstance(hf, HFTokenCounter) and hf.count("hello world") == 2
+    assert get_token_counter(len).count("abc") == 3
+    with pytest.raises(InputError, match="token_counter=3"):
+        get_token_counter(3)
