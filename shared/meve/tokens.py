@@ -89,7 +89,13 @@ class OpenAIEncodingCounter(_Encoded):
         self.name = f"{self.encoding_name}({self.backend})"
 
     def encode(self, text: str) -> list[int]:
-        return list(self._enc.encode(text, disallowed_special=()))
+        if len(text) <= _PIECE:
+            return list(self._enc.encode(text, disallowed_special=()))
+        # bpe-openai refuses inputs of 1M+ characters; encode in pieces cut just before whitespace.
+        ids: list[int] = []
+        for piece in _pieces(text):
+            ids.extend(self._enc.encode(piece, disallowed_special=()))
+        return ids
 
     def decode(self, ids: list[int]) -> str:
         return str(self._enc.decode(ids))
@@ -98,7 +104,25 @@ class OpenAIEncodingCounter(_Encoded):
         batch = getattr(self._enc, "encode_batch", None)
         if batch is None:
             return [self.count(t) for t in texts]
+        if any(len(t) > _PIECE for t in texts):
+            return [self.count(t) for t in texts]
         return [len(ids) for ids in batch(texts, disallowed_special=())]
+
+
+_PIECE = 200_000
+
+
+def _pieces(text: str) -> list[str]:
+    out: list[str] = []
+    start = 0
+    while len(text) - start > _PIECE:
+        cut = start + _PIECE
+        space = text.rfind(" ", start + _PIECE // 2, cut)
+        cut = space if space > start else cut
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
 
 
 def _tiktoken_cached(encoding: str) -> bool:

@@ -1,0 +1,279 @@
+"""MomentaryMemory over real Chroma with FakeEmbedder (tests/fakes.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meve import ConfigError, InputError, MemoryConfig, MomentaryMemory
+from meve.memory import TRUNCATION_MARKER
+from meve.store import chroma_client
+from tests.fakes import FakeEmbedder
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(minutes=1)
+        return self.now
+
+
+def mem(session="s1", client=None, path=None, **cfg):
+    # In-memory Chroma clients share one store per process: a fresh prefix keeps tests apart.
+    if client is None and path is None:
+        client = chroma_client()
+    return MomentaryMemory(session, client=client, path=path, config=MemoryConfig(**cfg), embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=f"t{time.time_ns()}")
+
+
+CHAT = [
+    ("user", "My dog is called Rex and he is a beagle."),
+    ("assistant", "Rex sounds lovely. Beagles are curious hounds."),
+    ("user", "I work as a nurse at the hospital in Lyon."),
+    ("assistant", "Nursing in Lyon must keep you busy."),
+    ("user", "My favourite food is pizza with anchovies."),
+    ("assistant", "Anchovies are a bold pizza topping."),
+    ("user", "What breed is my dog again?"),
+]
+
+
+def filled(**cfg):
+    m = mem(**cfg)
+    m.add_many([{"role": r, "text": t} for r, t in CHAT])
+    return m
+
+
+def test_add_turns_len_and_idempotent_ids():
+    m = mem()
+    t = m.add("hello there", "user", turn_id="t-1", metadata={"lang": "en"})
+    assert (t.id, t.role, t.text, t.seq, t.metadata) == ("t-1", "user", "hello there", 0, {"lang": "en"})
+    again = m.add("different text", "user", turn_id="t-1")
+    assert again == t and len(m) == 1
+    m.add("second", "assistant")
+    assert [x.text for x in m.turns()] == ["hello there", "second"]
+    assert m.turns()[1].timestamp > m.turns()[0].timestamp
+
+
+def test_reconstruct_keeps_recent_turn_relevant_turns_and_time_order():
+    m = filled(top_k=2, l_max=200)
+    ctx = m.reconstruct("what breed is my dog Rex beagle")
+    ids = [t.seq for t in ctx.turns]
+    assert ids[-1] == 6  # the most recent turn, always
+    assert 0 in ids  # "Rex ... beagle" is relevant
+    assert ids == sorted(ids)  # chronological
+    assert ctx.token_count <= 200
+    assert sum(1 for tr in ctx.trace if tr.included) == len(ctx.turns)
+    recent = next(tr for tr in ctx.trace if tr.seq == 6)
+    assert recent.reason.startswith("most recent turn")
+    rel = next(tr for tr in ctx.trace if tr.seq == 0)
+    assert rel.bm25 is not None and "fake-bow" in rel.dense and rel.fused is not None
+
+
+def test_l_max_cut_by_priority_and_recent_truncation_marker():
+    m = filled(top_k=5, l_max=30)
+    ctx = m.reconstruct("dog beagle pizza nurse")
+    assert ctx.token_count <= 30
+    assert any(not tr.included and "left of l_max 30" in tr.reason for tr in ctx.trace)
+    m.add("word " * 400, "user")
+    small = m.reconstruct("anything", l_max=40)
+    assert small.token_count <= 40
+    assert len(small.turns) == 1 and "truncated by meve" in small.turns[0].text
+    assert small.turns[0].metadata["meve_truncated"] is True
+    assert "truncated to" in small.trace[0].reason
+    assert TRUNCATION_MARKER.split("{")[0].strip() in small.turns[0].text
+
+
+def test_fusion_and_weights_are_adjustable_per_call():
+    m = filled(top_k=1, l_max=500)
+    lexical = m.reconstruct("Lyon hospital", weights={"bm25": 1.0, "dense": 0.0})
+    assert any(t.seq == 2 for t in lexical.turns)
+    r = m.reconstruct("Lyon hospital", fusion="rrf")
+    assert r.fusion == "rrf" and any(t.seq == 2 for t in r.turns)
+    with pytest.raises(ConfigError, match="fusion='mix'"):
+        m.reconstruct("x", fusion="mix")
+    with pytest.raises(ConfigError, match="sum is a finite number > 0"):
+        m.reconstruct("x", weights={"bm25": 0, "dense": 0})
+    with pytest.raises(ConfigError, match="weights\\['other'\\]"):
+        m.reconstruct("x", weights={"other": 1.0})
+
+
+def test_several_embedders_each_get_a_collection_and_a_weight():
+    client = chroma_client()
+    m = MomentaryMemory("multi", client=client, collection_prefix=f"t{time.time_ns()}", embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], config=MemoryConfig(weights={"bm25": 0.2, "a": 0.5, "b": 0.3}))
+    m.add_many([t for _, t in CHAT])
+    ctx = m.reconstruct("dog beagle")
+    assert {k for tr in ctx.trace for k in tr.dense} == {"a", "b"}
+    assert len({n for n in (c.name for c in client.list_collections()) if n.startswith(m._collections[0].name.rsplit("-", 1)[0])}) == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"text": ""}, "empty"),
+        ({"text": "   "}, "empty"),
+        ({"text": None}, "text must be a str"),
+        ({"text": 5}, "text must be a str"),
+        ({"text": "hi", "role": "robot"}, "role='robot'"),
+        ({"text": "hi", "timestamp": "yesterday"}, "not ISO-8601"),
+        ({"text": "hi", "timestamp": datetime(2024, 1, 1)}, "no timezone"),
+        ({"text": "hi", "timestamp": "2000-01-01T00:00:00+00:00"}, "earlier than the latest turn"),
+        ({"text": "hi", "metadata": {"role": "x"}}, "reserved"),
+    ],
+)
+def test_bad_turns_are_rejected_and_nothing_is_stored(kwargs, match):
+    m = mem()
+    m.add("first turn", "user")
+    with pytest.raises(InputError, match=match):
+        m.add(**kwargs)
+    assert len(m) == 1 and [t.text for t in m.turns()] == ["first turn"]
+
+
+def test_one_megabyte_turn_is_stored_verbatim_and_over_limit_is_refused():
+    m = mem(max_turn_chars=2_000_000)
+    big = ("memory " * 150_000)[:1_048_576]
+    m.add(big)
+    assert m.turns()[0].text == big
+    ctx = m.reconstruct("memory", l_max=64)
+    assert ctx.token_count <= 64
+    with pytest.raises(InputError, match="max_turn_chars=2000000"):
+        m.add("x" * 2_000_001)
+
+
+@pytest.mark.parametrize("sid", ["", "  ", None, 3, "a\nb", "x" * 300])
+def test_session_id_is_validated(sid):
+    with pytest.raises(InputError, match="session_id"):
+        mem(session=sid)
+
+
+def test_clear_only_touches_its_own_session():
+    client = chroma_client()
+    a, b = mem("alice", client=client), mem("bob", client=client)
+    a.add("alice secret")
+    b.add("bob secret")
+    a.clear()
+    assert len(a) == 0 and [t.text for t in b.turns()] == ["bob secret"]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    sessions=st.dictionaries(st.sampled_from(["s-a", "s-b", "s-c", "u:1", "ü ser"]), st.lists(st.sampled_from(["dog", "cat", "lyon", "pizza", "nurse", "rex beagle"]), min_size=1, max_size=6), min_size=2, max_size=4),
+    query=st.sampled_from(["dog", "pizza nurse", "lyon cat", "anything"]),
+)
+def test_property_sessions_never_see_each_other(sessions, query):
+    client = chroma_client()
+    prefix = f"iso{time.time_ns()}"
+    mems = {}
+    for sid, texts in sessions.items():
+        m = MomentaryMemory(sid, client=client, embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=prefix)
+        m.add_many([f"{sid} says {t}" for t in texts])
+        mems[sid] = m
+    for sid, m in mems.items():
+        ctx = m.reconstruct(query, top_k=10, l_max=10_000)
+        assert all(t.text.startswith(f"{sid} says") for t in ctx.turns)
+        assert len(m.turns()) == len(sessions[sid])
+        reopened = MomentaryMemory(sid, client=client, embedders=[FakeEmbedder()], collection_prefix=prefix)
+        assert [t.text for t in reopened.turns()] == [t.text for t in m.turns()]
+
+
+def test_concurrent_adds_from_eight_threads_lose_nothing():
+    prefix = f"t{time.time_ns()}"
+    m = MomentaryMemory("threads", client=chroma_client(), embedders=[FakeEmbedder()], collection_prefix=prefix)
+    errors = []
+
+    def worker(w):
+        try:
+            for i in range(25):
+                m.add(f"worker {w} turn {i}", "user", turn_id=f"w{w}-{i}")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    turns = m.turns()
+    assert len(turns) == 200 and len({t.id for t in turns}) == 200
+    assert [t.seq for t in turns] == list(range(200))
+    again = MomentaryMemory("threads", client=m.client, embedders=[FakeEmbedder()], collection_prefix=prefix)
+    assert {t.id for t in again.turns()} == {f"w{w}-{i}" for w in range(8) for i in range(25)}
+
+
+CHILD = """
+import sys, time
+sys.path.insert(0, {root!r})
+from meve import MomentaryMemory
+from tests.fakes import FakeEmbedder
+m = MomentaryMemory("crash", path={path!r}, embedders=[FakeEmbedder()])
+i = 0
+while True:
+    m.add(f"turn number {{i}}", "user", turn_id=f"t{{i}}")
+    print(f"ack t{{i}}", flush=True)
+    i += 1
+"""
+
+
+def test_sigkill_while_adding_keeps_every_acknowledged_turn(tmp_path):
+    path = str(tmp_path / "db")
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.Popen([sys.executable, "-c", CHILD.format(root=root, path=path)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    acked = []
+    assert proc.stdout is not None
+    deadline = time.time() + 120
+    while len(acked) < 40 and time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        acked.append(line.split()[1])
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(acked) >= 40, "the child did not get going"
+    reopened = MomentaryMemory("crash", path=path, embedders=[FakeEmbedder()])
+    ids = [t.id for t in reopened.turns()]
+    assert set(acked) <= set(ids)
+    assert [t.seq for t in reopened.turns()] == list(range(len(ids)))
+    reopened.add("after the crash", "user")
+    assert reopened.turns()[-1].text == "after the crash"
+
+
+def test_reopen_in_a_new_process_gives_identical_reconstructions(tmp_path):
+    path = str(tmp_path / "db")
+    m = MomentaryMemory("persist", path=path, embedders=[FakeEmbedder()], clock=Clock(), config=MemoryConfig(top_k=2, l_max=80))
+    m.add_many([{"role": r, "text": t} for r, t in CHAT])
+    expected = m.reconstruct("dog breed").to_dict()
+    root = str(Path(__file__).resolve().parents[2])
+    code = (
+        f"import sys, json; sys.path.insert(0, {root!r})\n"
+        "from meve import MomentaryMemory, MemoryConfig\nfrom tests.fakes import FakeEmbedder\n"
+        f"m = MomentaryMemory('persist', path={path!r}, embedders=[FakeEmbedder()], config=MemoryConfig(top_k=2, l_max=80))\n"
+        "d = m.reconstruct('dog breed').to_dict(); d.pop('ms'); print(json.dumps(d))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    import json
+
+    got = json.loads(out.strip().splitlines()[-1])
+    expected.pop("ms")
+    assert got == json.loads(json.dumps(expected))
+
+
+async def test_async_variants():
+    m = mem()
+    t = await m.aadd("async hello", "user")
+    assert t.text == "async hello"
+    await m.aadd_many(["second async"])
+    ctx = await m.areconstruct("hello")
+    assert ctx.turns[-1].text == "second async"
