@@ -228,13 +228,14 @@ class CrossEncoderScorer:
         cap = max_length if max_length is not None else self.max_length
         order = np.argsort([len(p) for p in passages], kind="stable")
         pairs = [(query, passages[i]) for i in order]
-        old = model.max_length
+        attr = "max_seq_length" if hasattr(type(model), "max_seq_length") else "max_length"
+        old = getattr(model, attr)
         try:
             if cap is not None:
-                model.max_length = min(cap, old) if old else cap
+                setattr(model, attr, min(cap, old) if old else cap)
             raw = model.predict(pairs, batch_size=batch_size or self.batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True)
         finally:
-            model.max_length = old
+            setattr(model, attr, old)
         logits = np.asarray(raw, dtype=np.float64)
         if logits.ndim == 2:  # multi-label heads: the last label is "relevant"
             logits = logits[:, -1]

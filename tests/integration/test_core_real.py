@@ -1,0 +1,101 @@
+"""The core with real models: all-MiniLM-L6-v2 (offline package), real Chroma, and the real
+sentence-transformers CrossEncoder code path through a tiny BERT built by the tests."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from meve import BiEncoderScorer, CrossEncoderScorer, MeVe, MeVeConfig, default_scorer
+from meve.cli import demo_corpus
+from meve.store import chroma_client
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def demo(minilm):
+    corpus = demo_corpus()["passages"]
+    return MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_init=8, t_max=120))
+
+
+def test_default_scorer_falls_back_loudly_and_the_trace_names_it(minilm, caplog):
+    import meve.tokens as tokens
+
+    tokens._warned.discard("no-cross-encoder")
+    with caplog.at_level("WARNING", logger="meve"):
+        scorer = default_scorer(minilm)
+    assert isinstance(scorer, BiEncoderScorer)
+    assert "could not be loaded offline" in caplog.text and "bi-encoder" in caplog.text
+
+
+def test_meve_on_real_minilm_removes_duplicates_and_respects_the_budget(demo):
+    base = demo.baseline("How do pneumatic tyres make cycling more comfortable?", k=8)
+    r = demo.run("How do pneumatic tyres make cycling more comfortable?")
+    ids = [d.id for d in r.documents]
+    assert ids[0] == "dunlop"
+    assert "dunlop-dup" not in ids  # near-duplicate of the higher-ranked 'dunlop'
+    assert any(d.id == "dunlop-dup" and "near-duplicate of dunlop" in d.reason for d in r.phase("prioritise").dropped)
+    assert r.token_count <= 120 < base.token_count
+    assert "bi-encoder" in r.phase("verify").info["verifier"]
+
+
+def test_fallback_rescues_a_query_dense_search_misses(demo):
+    r = demo.run("Campagnolo", k_init=2, tau=0.95)
+    assert r.phase("fallback").info["triggered"] is True
+    assert "derailleur-history" in [d.id for d in r.documents if d.source == "fallback"]
+
+
+def test_novelty_mode_on_real_embeddings(demo):
+    r = demo.run("Who invented the first bicycle?", prioritisation="novelty", t_max=400)
+    ids = [d.id for d in r.documents]
+    assert len(ids) == len(set(ids)) and r.token_count <= 400
+    assert not ({"draisine-1", "draisine-2"} <= set(ids))
+
+
+def test_persistent_chroma_reopened_in_a_new_client(minilm, chroma_dir):
+    corpus = demo_corpus()["passages"]
+    MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], client=chroma_client(chroma_dir), collection_name="bikes", embedder=minilm)
+    again = MeVe.from_chroma(chroma_client(chroma_dir).get_collection("bikes"), embedder=minilm, scorer=BiEncoderScorer(minilm))
+    assert again.store.count() == len(corpus)
+    assert again.run("What does the derailleur do?").documents[0].id == "derailleur"
+
+
+def test_cross_encoder_code_path_with_a_tiny_bert(tiny_cross_encoder, minilm):
+    """The tiny BERT is random: its scores mean nothing. What is checked is the code path."""
+    from sentence_transformers import CrossEncoder
+
+    scorer = CrossEncoderScorer(tiny_cross_encoder, batch_size=4)
+    passages = ["short", "a much longer passage " * 20, "medium length passage here", "x"]
+    got = scorer.score("query", passages)
+    assert got.shape == (4,) and np.all((got >= 0) & (got <= 1))
+    # Length-sorted batching returns scores in input order, equal to a plain predict with sigmoid.
+    ref = CrossEncoder(tiny_cross_encoder, device="cpu").predict([("query", p) for p in passages])
+    assert np.allclose(got, np.asarray(ref, dtype=np.float64), atol=1e-5)  # num_labels=1 defaults to sigmoid
+    # A max_length cap above every pair's length changes nothing.
+    assert np.allclose(scorer.score("query", passages[::2], max_length=500), got[::2], atol=1e-5)
+    assert scorer.pairs_scored == 6
+    corpus = demo_corpus()["passages"]
+    m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=5, tau=0.0))
+    r = m.run("derailleur gears")
+    assert r.phase("verify").info["verifier"] == f"cross-encoder:{tiny_cross_encoder}"
+    assert r.phase("verify").info["pairs_scored"] == 5
+
+
+def test_cli_index_query_and_demo(tmp_path, minilm, capsys):
+    from meve.cli import main
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": p["id"], "text": p["text"], "title": p["title"]}) for p in demo_corpus()["passages"]))
+    notes = tmp_path / "notes.md"
+    notes.write_text("Chain lubrication keeps the drivetrain quiet. Clean the chain before oiling it.\n\nA dry chain wears sprockets faster.")
+    db = str(tmp_path / "db")
+    assert main(["index", str(docs), str(notes), "--db", db]) == 0
+    assert "indexed 19 chunks from 2 file(s)" in capsys.readouterr().out
+    assert main(["query", "How do I look after the chain?", "--db", db, "--json", "--t-max", "80"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["documents"][0]["id"].startswith("notes#")
+    assert out["token_count"] <= 80 and [r["phase"] for r in out["trace"]][-1] == "budget"
+    assert main(["query", "anything", "--db", db, "--collection", "nope"]) == 2
