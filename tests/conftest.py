@@ -39,12 +39,15 @@ def tiny_cross_encoder(tmp_path_factory):
     Its scores mean nothing; it exists to exercise the real sentence-transformers
     CrossEncoder code path offline.
     """
-    from meve.models import default_model_path
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from meve.models import default_model_path
 
     path = tmp_path_factory.mktemp("tiny-ce")
     tok = AutoTokenizer.from_pretrained(default_model_path())
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=512, num_labels=1)
+    cfg = BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=512, num_labels=1
+    )
     BertForSequenceClassification(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)

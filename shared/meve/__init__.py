@@ -5,6 +5,7 @@ The framework-free core. Adapters live in ``langchain_meve`` and ``llamaindex_me
 
 from meve.config import MemoryConfig, MeVeConfig
 from meve.errors import ConfigError, InputError, MeVeError, StoreError
+from meve.memory import MemoryContext, MomentaryMemory, Turn
 from meve.models import (
     BiEncoderScorer,
     CachedEmbedder,
@@ -15,7 +16,6 @@ from meve.models import (
     default_embedder,
     default_scorer,
 )
-from meve.memory import MemoryContext, MomentaryMemory, Turn
 from meve.pipeline import MeVe
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, get_token_counter

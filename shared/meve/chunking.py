@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from meve.tokens import TokenCounter
 
 _SENTENCE_END = re.compile(r"([.!?][\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n")
-_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc prof gen col lt no fig e.g i.e".split())
+_ABBREVIATIONS = frozenset(["mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "prof", "gen", "col", "lt", "no", "fig", "e.g", "i.e"])
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:

@@ -23,6 +23,7 @@ def _console() -> Any:
 
 def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     """(id prefix, text, metadata) records from txt/md/json/jsonl files."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
     suffix = path.suffix.lower()
     raw = path.read_text(encoding="utf-8")
     if suffix in (".txt", ".md", ".markdown", ".rst"):
@@ -31,12 +32,11 @@ def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
         items = [json.loads(line) for line in raw.splitlines() if line.strip()] if suffix == ".jsonl" else json.loads(raw)
         if isinstance(items, dict):
             items = items.get("passages") or items.get("documents") or [items]
-        out = []
         for i, item in enumerate(items):
             if isinstance(item, str):
                 out.append((f"{path.stem}-{i}", item, {"source": str(path)}))
             elif isinstance(item, dict) and isinstance(item.get("text"), str):
-                meta = {k: v for k, v in item.items() if k != "text" and isinstance(v, str | int | float | bool)}
+                meta: dict[str, Any] = {k: v for k, v in item.items() if k != "text" and isinstance(v, str | int | float | bool)}
                 meta["source"] = str(path)
                 out.append((str(item.get("id", f"{path.stem}-{i}")), item["text"], meta))
             else:
@@ -120,7 +120,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     passages = corpus["passages"]
     console.print(f"[bold]meve demo[/]: {len(passages)} passages written for the demo; models load offline (first run ~15 s)…")
     meve = MeVe.from_texts(
-        [p["text"] for p in passages], ids=[p["id"] for p in passages], metadatas=[{"title": p["title"]} for p in passages], config=MeVeConfig(k_init=args.k, t_max=args.t_max)
+        [p["text"] for p in passages],
+        ids=[p["id"] for p in passages],
+        metadatas=[{"title": p["title"]} for p in passages],
+        config=MeVeConfig(k_init=args.k, t_max=args.t_max),
     )
     queries = [args.query] if args.query else corpus["queries"]
     for query in queries:
@@ -139,7 +142,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             removed = ", ".join(f"{d.id} ({d.reason})" for d in rec.dropped) or "nothing"
             console.print(f"  {rec.phase:<10} kept {len(rec.kept):>2}  removed: {removed}")
         saved = 100.0 * (1 - result.token_count / base.token_count) if base.token_count else 0.0
-        console.print(f"  tokens: {base.token_count} → {result.token_count} ({saved:.0f}% fewer); verifier: {result.phase('verify').info.get('verifier', 'off')}\n")
+        console.print(
+            f"  tokens: {base.token_count} → {result.token_count} ({saved:.0f}% fewer); verifier: {result.phase('verify').info.get('verifier', 'off')}\n"
+        )
     return 0
 
 
@@ -171,7 +176,15 @@ def cmd_memory(args: argparse.Namespace) -> int:
             table.add_column(col, overflow="fold")
         for tr in ctx.trace[: args.show]:
             dense = ", ".join(f"{v:.3f}" for v in tr.dense.values()) or "-"
-            table.add_row(str(tr.seq), "✓" if tr.included else "✗", f"{tr.bm25:.3f}" if tr.bm25 is not None else "-", dense, f"{tr.fused:.3f}" if tr.fused is not None else "-", str(tr.tokens), tr.reason)
+            table.add_row(
+                str(tr.seq),
+                "✓" if tr.included else "✗",
+                f"{tr.bm25:.3f}" if tr.bm25 is not None else "-",
+                dense,
+                f"{tr.fused:.3f}" if tr.fused is not None else "-",
+                str(tr.tokens),
+                tr.reason,
+            )
         console.print(table)
         for t in ctx.turns:
             console.print(f"[{t.seq}] {t.role}: {t.text}")

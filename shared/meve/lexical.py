@@ -25,9 +25,75 @@ BACKENDS: tuple[str, ...] = ("bm25s", "rank-bm25", "incremental")
 
 # A short English stopword list; queries are questions, so function words would dominate otherwise.
 STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have he her his how i if in into is it its
-    me my no not of on or our she so than that the their them then there these they this to was we were what when where
-    which who whom why will with would you your""".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
 )
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -84,10 +150,10 @@ class Bm25sBackend:
         if not self._tokens:
             return np.zeros(0, dtype=np.float64)
         model = self._index()
-        terms = [t for t in bm25_tokenize(query) if t in model.vocab_dict]  # type: ignore[attr-defined]
+        terms = [t for t in bm25_tokenize(query) if t in model.vocab_dict]  # type: ignore[union-attr,attr-defined]
         if not terms:
             return np.zeros(len(self._tokens), dtype=np.float64)
-        return np.asarray(model.get_scores(terms), dtype=np.float64)  # type: ignore[attr-defined]
+        return np.asarray(model.get_scores(terms), dtype=np.float64)  # type: ignore[union-attr,attr-defined]
 
     def __len__(self) -> int:
         return len(self._tokens)
@@ -113,7 +179,7 @@ class RankBM25Backend:
             from rank_bm25 import BM25Okapi
 
             self._model = BM25Okapi([toks or ["\x00"] for toks in self._tokens], k1=self.k1, b=self.b)
-        return np.asarray(self._model.get_scores(bm25_tokenize(query)), dtype=np.float64)  # type: ignore[attr-defined]
+        return np.asarray(self._model.get_scores(bm25_tokenize(query)), dtype=np.float64)  # type: ignore[union-attr,attr-defined]
 
     def __len__(self) -> int:
         return len(self._tokens)

@@ -72,7 +72,16 @@ class TurnTrace:
     tokens: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "seq": self.seq, "bm25": self.bm25, "dense": dict(self.dense), "fused": self.fused, "included": self.included, "reason": self.reason, "tokens": self.tokens}
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "bm25": self.bm25,
+            "dense": dict(self.dense),
+            "fused": self.fused,
+            "included": self.included,
+            "reason": self.reason,
+            "tokens": self.tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,10 @@ def _parse_timestamp(value: Any) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise InputError(f"timestamp={value.isoformat()!r} has no timezone; give an aware datetime (e.g. tzinfo=timezone.utc)")
     return value
+
+
+def _ranked(scores: Mapping[int, float]) -> list[int]:
+    return sorted(scores, key=lambda i: (-scores[i], i))
 
 
 def _utcnow() -> datetime:
@@ -208,17 +221,30 @@ class MomentaryMemory:
         if meta.get("session_id") != self.session_id:
             raise StoreError(f"turn {pid!r} belongs to session {meta.get('session_id')!r}, not {self.session_id!r}")
         user = {k[2:]: v for k, v in meta.items() if k.startswith("m:")}
-        return Turn(id=pid, role=str(meta["role"]), text=doc or "", timestamp=datetime.fromisoformat(str(meta["timestamp"])), seq=int(meta["seq"]), metadata=user)
+        return Turn(
+            id=pid, role=str(meta["role"]), text=doc or "", timestamp=datetime.fromisoformat(str(meta["timestamp"])), seq=int(meta["seq"]), metadata=user
+        )
 
     def _write(self, col: Any, turns: Sequence[Turn], vecs: np.ndarray) -> None:
         metas = []
         for t in turns:
-            meta: dict[str, Any] = {"session_id": self.session_id, "role": t.role, "seq": t.seq, "timestamp": t.timestamp.isoformat(), "ts": t.timestamp.timestamp()}
+            meta: dict[str, Any] = {
+                "session_id": self.session_id,
+                "role": t.role,
+                "seq": t.seq,
+                "timestamp": t.timestamp.isoformat(),
+                "ts": t.timestamp.timestamp(),
+            }
             meta.update({f"m:{k}": v for k, v in t.metadata.items()})
             metas.append(meta)
         step = 1000
         for i in range(0, len(turns), step):
-            col.add(ids=[t.id for t in turns[i : i + step]], documents=[t.text for t in turns[i : i + step]], metadatas=metas[i : i + step], embeddings=np.asarray(vecs[i : i + step], dtype=np.float32))
+            col.add(
+                ids=[t.id for t in turns[i : i + step]],
+                documents=[t.text for t in turns[i : i + step]],
+                metadatas=metas[i : i + step],
+                embeddings=np.asarray(vecs[i : i + step], dtype=np.float32),
+            )
 
     # -- writing -------------------------------------------------------------------------
     def _prepare(self, text: Any, role: Any, turn_id: Any, timestamp: Any, metadata: Any, last: datetime | None, seq: int) -> Turn:
@@ -236,7 +262,10 @@ class MomentaryMemory:
         if ts.tzinfo is None:
             raise InputError(f"the clock returned a naive datetime {ts!r}; it must be timezone-aware")
         if last is not None and ts < last:
-            raise InputError(f"timestamp {ts.isoformat()} is earlier than the latest turn ({last.isoformat()}); turns must be added in time order (equal timestamps are ordered by arrival)")
+            raise InputError(
+                f"timestamp {ts.isoformat()} is earlier than the latest turn ({last.isoformat()}); "
+                "turns must be added in time order (equal timestamps are ordered by arrival)"
+            )
         meta = check_metadata(metadata, "metadata") or {}
         bad = [k for k in meta if k in _RESERVED]
         if bad:
@@ -372,7 +401,7 @@ class MomentaryMemory:
             if cfg.fusion == "weighted":
                 fused = weighted_sum(signals, per_weights)
             else:
-                rankings = {name: sorted(s, key=lambda i, s=s: (-s[i], i)) for name, s in signals.items()}
+                rankings = {name: _ranked(s) for name, s in signals.items()}
                 fused = rrf(rankings, per_weights, k=cfg.rrf_k)
             ranked = sorted(fused, key=lambda i: (-fused[i], -i))
             chosen_rel = ranked[: cfg.top_k]
@@ -384,8 +413,14 @@ class MomentaryMemory:
 
         def trace(i: int, included: bool, reason: str, used: int) -> None:
             traces[i] = TurnTrace(
-                id=turns[i].id, seq=turns[i].seq, bm25=bm25.get(i), dense={k: v[i] for k, v in dense.items() if i in v},
-                fused=fused.get(i), included=included, reason=reason, tokens=used,
+                id=turns[i].id,
+                seq=turns[i].seq,
+                bm25=bm25.get(i),
+                dense={k: v[i] for k, v in dense.items() if i in v},
+                fused=fused.get(i),
+                included=included,
+                reason=reason,
+                tokens=used,
             )
 
         for i in reversed(recent_idx):
@@ -417,7 +452,15 @@ class MomentaryMemory:
         chosen_turns = tuple(picked[i] for i in order)
         used_total = cfg.l_max - budget
         ordered_trace = tuple(traces[i] for i in sorted(traces, key=lambda i: (i not in picked, -(fused.get(i) or 0.0) if i not in recent_idx else -1e9, i)))
-        return MemoryContext(query=query, turns=chosen_turns, token_count=used_total, trace=ordered_trace, l_max=cfg.l_max, fusion=cfg.fusion, ms=(time.perf_counter() - t0) * 1000.0)
+        return MemoryContext(
+            query=query,
+            turns=chosen_turns,
+            token_count=used_total,
+            trace=ordered_trace,
+            l_max=cfg.l_max,
+            fusion=cfg.fusion,
+            ms=(time.perf_counter() - t0) * 1000.0,
+        )
 
     def _truncate(self, text: str, need: int, budget: int) -> tuple[str, int] | None:
         marker = TRUNCATION_MARKER.format(kept=0, total=need)

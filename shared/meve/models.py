@@ -84,7 +84,7 @@ class SentenceTransformerEmbedder:
         elif isinstance(model, str):
             self.name = name or os.path.basename(model.rstrip("/")) or model
         else:
-            self.name = name or str(getattr(model, "model_card_data", None) and model.model_card_data.base_model or type(model).__name__)
+            self.name = name or str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or type(model).__name__)
 
     @property
     def model(self) -> Any:
@@ -127,7 +127,7 @@ class CachedEmbedder:
 
     @property
     def dimension(self) -> int:
-        return int(getattr(self.inner, "dimension"))
+        return embedder_dimension(self.inner)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:
@@ -233,7 +233,9 @@ class CrossEncoderScorer:
         try:
             if cap is not None:
                 setattr(model, attr, min(cap, old) if old else cap)
-            raw = model.predict(pairs, batch_size=batch_size or self.batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True)
+            raw = model.predict(
+                pairs, batch_size=batch_size or self.batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True
+            )
         finally:
             setattr(model, attr, old)
         logits = np.asarray(raw, dtype=np.float64)
@@ -283,7 +285,7 @@ def default_scorer(embedder: Embedder | None = None) -> RelevanceScorer:
     target = os.environ.get("MEVE_CROSS_ENCODER") or DEFAULT_CROSS_ENCODER
     try:
         return CrossEncoderScorer(target, local_files_only=True).load()
-    except Exception as exc:  # noqa: BLE001 - any load failure means: not available offline
+    except Exception as exc:
         warn_once(
             "no-cross-encoder",
             f"meve: WARNING: cross-encoder {target!r} could not be loaded offline ({type(exc).__name__}); "

@@ -207,7 +207,11 @@ class MeVe:
         todo = [p for p in passages if p.id not in cache]
         if todo:
             scorer = self.scorer
-            reuse = isinstance(scorer, EmbeddingScorer) and getattr(scorer, "embedder", None) in (self.embedder, getattr(self.embedder, "inner", None)) and all(p.embedding is not None for p in todo)
+            reuse = (
+                isinstance(scorer, EmbeddingScorer)
+                and getattr(scorer, "embedder", None) in (self.embedder, getattr(self.embedder, "inner", None))
+                and all(p.embedding is not None for p in todo)
+            )
             if reuse:
                 assert isinstance(scorer, EmbeddingScorer)
                 scores = scorer.score_embeddings(query_vec, np.stack([np.asarray(p.embedding) for p in todo]))
@@ -260,7 +264,16 @@ class MeVe:
         t0 = time.perf_counter()
         qvec = self._embed_query(query)
         candidates = tuple(self.store.query(qvec, cfg.k_init))
-        record("retrieve", (), PhaseOutput(candidates), _ms(t0), {p.id: p.dense_score or 0.0 for p in candidates}, k_init=cfg.k_init, store_size=self.store.count(), embedder=self.embedder.name)
+        record(
+            "retrieve",
+            (),
+            PhaseOutput(candidates),
+            _ms(t0),
+            {p.id: p.dense_score or 0.0 for p in candidates},
+            k_init=cfg.k_init,
+            store_size=self.store.count(),
+            embedder=self.embedder.name,
+        )
 
         # Phase 2: verification.
         t0 = time.perf_counter()
@@ -268,7 +281,16 @@ class MeVe:
         if cfg.verify and candidates:
             rel, scored = self._relevance(query, qvec, candidates, cache, cfg)
             out = verify(candidates, rel, cfg.tau)
-            record("verify", candidates, out, _ms(t0), {p.id: s for p, s in zip(candidates, rel, strict=True)}, verifier=self.scorer.name, tau=cfg.tau, pairs_scored=scored)
+            record(
+                "verify",
+                candidates,
+                out,
+                _ms(t0),
+                {p.id: s for p, s in zip(candidates, rel, strict=True)},
+                verifier=self.scorer.name,
+                tau=cfg.tau,
+                pairs_scored=scored,
+            )
         else:
             out = PhaseOutput(candidates, info={"skipped": "verify=False" if not cfg.verify else "no candidates"})
             record("verify", candidates, out, _ms(t0))
@@ -289,7 +311,16 @@ class MeVe:
                 rel, scored = self._relevance(query, qvec, added, cache, cfg)
                 rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
                 out = PhaseOutput(tuple(rescored.get(p.id, p) for p in out.kept), out.dropped, out.info)
-            record("fallback", verified, out, _ms(t0), bm25, backend=self.lexical.backend_name, pairs_scored=scored, reason=f"{len(verified)} verified < n_min {cfg.n_min}")
+            record(
+                "fallback",
+                verified,
+                out,
+                _ms(t0),
+                bm25,
+                backend=self.lexical.backend_name,
+                pairs_scored=scored,
+                reason=f"{len(verified)} verified < n_min {cfg.n_min}",
+            )
         else:
             why = "fallback=False" if not cfg.fallback else (f"{len(verified)} verified >= n_min {cfg.n_min}" if len(verified) >= cfg.n_min else "fallback_k=0")
             out = PhaseOutput(verified, info={"triggered": False, "reason": why})
@@ -340,10 +371,17 @@ class MeVe:
         docs = tuple(self.store.query(self._embed_query(query), k))
         context = "\n\n".join(p.text for p in docs)
         total = self.token_counter.count(context)
-        rec = PhaseRecord("retrieve", tuple(p.id for p in docs), scores={p.id: p.dense_score or 0.0 for p in docs}, tokens_in=None, tokens_out=total, ms=_ms(t0), info={"k": k})
+        rec = PhaseRecord(
+            "retrieve",
+            tuple(p.id for p in docs),
+            scores={p.id: p.dense_score or 0.0 for p in docs},
+            tokens_in=None,
+            tokens_out=total,
+            ms=_ms(t0),
+            info={"k": k},
+        )
         return ContextResult(query=query, documents=docs, context=context, token_count=total, trace=(rec,), config={"k": k})
 
 
 def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
-

@@ -77,7 +77,7 @@ class ChromaStore:
         embs = peek.get("embeddings")
         if embs is None or len(embs) == 0:
             return None
-        return int(len(embs[0]))
+        return len(embs[0])
 
     def count(self) -> int:
         return int(self.collection.count())
@@ -110,7 +110,9 @@ class ChromaStore:
         n = self.count()
         if n == 0:
             return []
-        res = self.collection.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=min(k, n), include=["documents", "metadatas", "embeddings"])
+        res = self.collection.query(
+            query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=min(k, n), include=["documents", "metadatas", "embeddings"]
+        )
         passages = self._passages(res["ids"][0], res["documents"][0], res["metadatas"][0], res["embeddings"][0], np.asarray(vector, dtype=np.float32))
         return sorted(passages, key=lambda p: -(p.dense_score or 0.0))
 

@@ -147,7 +147,7 @@ def _encoding_for(name: str) -> str:
         import bpe_openai
 
         return str(bpe_openai.encoding_name_for_model(name))
-    except Exception as exc:  # noqa: BLE001 - any failure means: unknown name
+    except Exception as exc:
         raise InputError(f"token counter {name!r} is neither an OpenAI encoding (cl100k_base, o200k_base) nor a known model name") from exc
 
 
@@ -158,7 +158,7 @@ def _load_openai_encoding(name: str) -> tuple[str, str, Any]:
             import tiktoken
 
             return encoding, "tiktoken", tiktoken.get_encoding(encoding)
-        except Exception as exc:  # noqa: BLE001 - fall through to the offline copies
+        except Exception as exc:
             warn_once(f"tiktoken-fail-{encoding}", f"meve: tiktoken could not load {encoding} ({exc}); trying bpe-openai")
     try:
         import bpe_openai
@@ -170,7 +170,7 @@ def _load_openai_encoding(name: str) -> tuple[str, str, Any]:
             "counting tokens with bpe-openai's offline copy of the same encoding",
         )
         return encoding, "bpe-openai", enc
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _EncodingUnavailable(str(exc)) from exc
 
 
@@ -215,7 +215,7 @@ class CallableTokenCounter:
 
     def __init__(self, fn: Callable[[str], int], name: str | None = None) -> None:
         self._fn = fn
-        self.name = name or getattr(fn, "__name__", "callable")
+        self.name: str = name or str(getattr(fn, "__name__", "callable"))
 
     def count(self, text: str) -> int:
         return int(self._fn(text))
@@ -248,8 +248,7 @@ def get_token_counter(spec: Any = None) -> TokenCounter:
             except _EncodingUnavailable as exc:
                 warn_once(
                     f"regex-{spec}",
-                    f"meve: neither tiktoken nor bpe-openai could load {spec} ({exc}); "
-                    "counting tokens with a local regex tokenizer (approximate)",
+                    f"meve: neither tiktoken nor bpe-openai could load {spec} ({exc}); counting tokens with a local regex tokenizer (approximate)",
                 )
                 _counter_cache[spec] = RegexTokenCounter()
         return _counter_cache[spec]
@@ -259,7 +258,10 @@ def get_token_counter(spec: Any = None) -> TokenCounter:
         return HFTokenCounter(spec)
     if callable(spec):
         return CallableTokenCounter(spec)
-    raise InputError(f"token_counter={spec!r} is not usable: expected an encoding or model name, a Hugging Face tokenizer, a callable text -> int, or an object with count() and truncate()")
+    raise InputError(
+        f"token_counter={spec!r} is not usable: expected an encoding or model name, a Hugging Face tokenizer, "
+        "a callable text -> int, or an object with count() and truncate()"
+    )
 
 
 def count_many(counter: TokenCounter, texts: list[str]) -> list[int]:

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def demo(minilm):
     corpus = demo_corpus()["passages"]
-    return MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_init=8, t_max=120))
+    return MeVe.from_texts(
+        [p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_init=8, t_max=120)
+    )
 
 
 def test_default_scorer_falls_back_loudly_and_the_trace_names_it(minilm, caplog):

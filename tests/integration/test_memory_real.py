@@ -60,7 +60,9 @@ def _free_port() -> int:
 def chroma_server(tmp_path):
     exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
     port = _free_port()
-    proc = subprocess.Popen([exe, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     import chromadb
     from chromadb.config import Settings
 

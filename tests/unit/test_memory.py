@@ -36,7 +36,9 @@ def mem(session="s1", client=None, path=None, **cfg):
     # In-memory Chroma clients share one store per process: a fresh prefix keeps tests apart.
     if client is None and path is None:
         client = chroma_client()
-    return MomentaryMemory(session, client=client, path=path, config=MemoryConfig(**cfg), embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=f"t{time.time_ns()}")
+    return MomentaryMemory(
+        session, client=client, path=path, config=MemoryConfig(**cfg), embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=f"t{time.time_ns()}"
+    )
 
 
 CHAT = [
@@ -112,7 +114,13 @@ def test_fusion_and_weights_are_adjustable_per_call():
 
 def test_several_embedders_each_get_a_collection_and_a_weight():
     client = chroma_client()
-    m = MomentaryMemory("multi", client=client, collection_prefix=f"t{time.time_ns()}", embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], config=MemoryConfig(weights={"bm25": 0.2, "a": 0.5, "b": 0.3}))
+    m = MomentaryMemory(
+        "multi",
+        client=client,
+        collection_prefix=f"t{time.time_ns()}",
+        embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")],
+        config=MemoryConfig(weights={"bm25": 0.2, "a": 0.5, "b": 0.3}),
+    )
     m.add_many([t for _, t in CHAT])
     ctx = m.reconstruct("dog beagle")
     assert {k for tr in ctx.trace for k in tr.dense} == {"a", "b"}
@@ -169,7 +177,12 @@ def test_clear_only_touches_its_own_session():
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
-    sessions=st.dictionaries(st.sampled_from(["s-a", "s-b", "s-c", "u:1", "ü ser"]), st.lists(st.sampled_from(["dog", "cat", "lyon", "pizza", "nurse", "rex beagle"]), min_size=1, max_size=6), min_size=2, max_size=4),
+    sessions=st.dictionaries(
+        st.sampled_from(["s-a", "s-b", "s-c", "u:1", "ü ser"]),
+        st.lists(st.sampled_from(["dog", "cat", "lyon", "pizza", "nurse", "rex beagle"]), min_size=1, max_size=6),
+        min_size=2,
+        max_size=4,
+    ),
     query=st.sampled_from(["dog", "pizza nurse", "lyon cat", "anything"]),
 )
 def test_property_sessions_never_see_each_other(sessions, query):
@@ -230,7 +243,9 @@ while True:
 def test_sigkill_while_adding_keeps_every_acknowledged_turn(tmp_path):
     path = str(tmp_path / "db")
     root = str(Path(__file__).resolve().parents[2])
-    proc = subprocess.Popen([sys.executable, "-c", CHILD.format(root=root, path=path)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(root=root, path=path)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     acked = []
     assert proc.stdout is not None
     deadline = time.time() + 120

@@ -103,7 +103,14 @@ def test_dimension_mismatch_with_an_existing_collection(chroma_dir):
 
 
 def test_persistent_index_reopens_in_a_new_client(chroma_dir):
-    first = MeVe.from_texts(CORPUS, metadatas=[{"n": i} for i in range(len(CORPUS))], client=chroma_client(chroma_dir), collection_name="docs", embedder=FakeEmbedder(), scorer=FakeScorer())
+    first = MeVe.from_texts(
+        CORPUS,
+        metadatas=[{"n": i} for i in range(len(CORPUS))],
+        client=chroma_client(chroma_dir),
+        collection_name="docs",
+        embedder=FakeEmbedder(),
+        scorer=FakeScorer(),
+    )
     expected = first.run("Eiffel Tower Paris")
     del first
     again = MeVe.from_chroma(chroma_client(chroma_dir).get_collection("docs"), embedder=FakeEmbedder(), scorer=FakeScorer())
