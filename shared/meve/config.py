@@ -76,6 +76,8 @@ class MeVeConfig:
     retrieval: "dense" (kNN over passages) or "hierarchical" (documents first,
         then passages inside them; needs a corpus built with documents).
     separator: joins packed passages; its tokens count against t_max.
+    max_passages: at most this many passages in the context (None: only t_max limits);
+        the adapters map their ``k`` onto it.
     """
 
     k_init: int = 20
@@ -92,6 +94,7 @@ class MeVeConfig:
     verifier_batch_size: int = 32
     retrieval: Retrieval = "dense"
     separator: str = "\n\n"
+    max_passages: int | None = None
 
     def __post_init__(self) -> None:
         _int("k_init", self.k_init, 1, 10_000)
@@ -109,6 +112,8 @@ class MeVeConfig:
             _int("verifier_max_length", self.verifier_max_length, 8, 8192)
         _int("verifier_batch_size", self.verifier_batch_size, 1, 4096)
         _choice("retrieval", self.retrieval, RETRIEVALS)
+        if self.max_passages is not None:
+            _int("max_passages", self.max_passages, 1, 10_000)
         if not isinstance(self.separator, str):
             raise ConfigError("separator", self.separator, "a str")
 

@@ -105,13 +105,17 @@ def _embedding(c: Passage) -> np.ndarray:
     return np.asarray(c.embedding, dtype=np.float64)
 
 
-def pack_budget(candidates: Sequence[Passage], token_counts: Sequence[int], t_max: int, separator_tokens: int) -> PhaseOutput:
+def pack_budget(candidates: Sequence[Passage], token_counts: Sequence[int], t_max: int, separator_tokens: int, max_passages: int | None = None) -> PhaseOutput:
     """Phase 5: greedy packing in priority order; a passage that does not fit is skipped
-    (and recorded) while smaller later ones may still fit. Never exceeds t_max."""
+    (and recorded) while smaller later ones may still fit. Never exceeds t_max, nor
+    ``max_passages`` passages when given."""
     used = 0
     kept: list[Passage] = []
     dropped: list[Dropped] = []
     for cand, tokens in zip(candidates, token_counts, strict=True):
+        if max_passages is not None and len(kept) >= max_passages:
+            dropped.append(Dropped(cand.id, f"max_passages {max_passages} reached", float(tokens)))
+            continue
         cost = tokens + (separator_tokens if kept else 0)
         if used + cost <= t_max:
             kept.append(cand.with_(tokens=tokens))

@@ -342,7 +342,7 @@ class MeVe:
         t0 = time.perf_counter()
         tokens(prioritised)
         sep_tokens = self.token_counter.count(cfg.separator)
-        out = pack_budget(prioritised, [counts[p.id] for p in prioritised], cfg.t_max, sep_tokens)
+        out = pack_budget(prioritised, [counts[p.id] for p in prioritised], cfg.t_max, sep_tokens, cfg.max_passages)
         kept = list(out.kept)
         dropped = list(out.dropped)
         context = cfg.separator.join(p.text for p in kept)

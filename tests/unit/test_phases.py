@@ -67,3 +67,9 @@ def test_pack_budget_never_exceeds_and_fills_with_smaller_later_passages():
     assert out.dropped[0].id == "b" and "over budget" in out.dropped[0].reason
     assert [c.tokens for c in out.kept] == [40, 20, 10]
     assert pack_budget(cands, [100, 100, 100, 100], t_max=50, separator_tokens=1).kept == ()
+
+
+def test_pack_budget_caps_the_number_of_passages():
+    cands = (p("a"), p("b"), p("c"))
+    out = pack_budget(cands, [1, 1, 1], t_max=100, separator_tokens=0, max_passages=2)
+    assert [c.id for c in out.kept] == ["a", "b"] and "max_passages 2" in out.dropped[0].reason

@@ -1,0 +1,146 @@
+"""Momentary Contexts for LangChain 1.x agents (``langchain.agents.create_agent``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+
+from meve import MemoryConfig, MomentaryMemory
+
+try:  # the middleware needs `langchain` 1.x (extra "langchain"); reconstruct_messages does not
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+except ImportError:  # pragma: no cover
+    AgentMiddleware = object  # type: ignore[assignment,misc]
+    ModelRequest = ModelResponse = Any  # type: ignore[assignment,misc]
+
+_ROLE = {"human": "user", "ai": "assistant"}
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return " ".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content).strip()
+
+
+def _current_exchange_start(messages: Sequence[BaseMessage]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return len(messages)
+
+
+def record_messages(messages: Sequence[BaseMessage], memory: MomentaryMemory) -> None:
+    """Store user and AI turns that have text (message ids make this idempotent)."""
+    items = []
+    for i, m in enumerate(messages):
+        role = _ROLE.get(m.type)
+        text = _text(m)
+        if role is None or not text.strip():
+            continue
+        items.append({"text": text, "role": role, "turn_id": m.id or f"msg-{i}-{hash(text) & 0xFFFFFFFF:x}"})
+    if items:
+        memory.add_many(items)
+
+
+def reconstruct_messages(
+    messages: Sequence[AnyMessage],
+    memory: MomentaryMemory,
+    *,
+    l_max: int | None = None,
+    top_k: int | None = None,
+    record: bool = True,
+) -> list[AnyMessage]:
+    """The messages a model should see: reconstructed memory, then the current exchange.
+
+    The current exchange (the latest user message and everything after it: AI tool
+    calls and their ToolMessages) is kept whole and in order, so a tool call is never
+    separated from its result. Older history is replaced by the turns memory picks
+    for the latest user message (as plain user/assistant messages), within ``l_max``
+    tokens. System messages are kept first. Usable from LangGraph or hand-written loops.
+    """
+    if record:
+        record_messages(messages, memory)
+    system = [m for m in messages if isinstance(m, SystemMessage)]
+    rest = [m for m in messages if not isinstance(m, SystemMessage)]
+    start = _current_exchange_start(rest)
+    current = rest[start:]
+    if not current:
+        return list(messages)
+    query = _text(current[0])
+    ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k)
+    current_ids = {m.id for m in current if m.id}
+    recalled: list[AnyMessage] = []
+    for turn in ctx.turns:
+        if turn.id in current_ids:
+            continue
+        cls = HumanMessage if turn.role == "user" else AIMessage
+        recalled.append(cls(content=turn.text, id=f"meve-{turn.id}", additional_kwargs={"meve_recalled": True}))
+    return [*system, *recalled, *current]
+
+
+class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
+    """Gives the model ``system prompt + reconstructed memory + the new message`` on every call.
+
+    The agent's checkpointed history is left untouched (``request.override``); every
+    user and AI turn is recorded in a :class:`meve.MomentaryMemory` keyed by the
+    agent's ``thread_id`` (or ``session_id``). Pass ``memory=`` to use one memory for
+    every thread, or ``path=``/``client=`` to open one per thread.
+    """
+
+    def __init__(
+        self,
+        memory: MomentaryMemory | None = None,
+        *,
+        session_id: str | None = None,
+        path: str | None = None,
+        client: Any = None,
+        config: MemoryConfig | None = None,
+        embedders: Sequence[Any] | None = None,
+        l_max: int | None = None,
+        top_k: int | None = None,
+    ) -> None:
+        super().__init__()
+        self._fixed = memory
+        self._session_id = session_id
+        self._open = {"path": path, "client": client, "config": config, "embedders": embedders}
+        self._memories: dict[str, MomentaryMemory] = {}
+        self.l_max = l_max
+        self.top_k = top_k
+        self.last_context_tokens: int | None = None
+
+    def memory_for(self, session: str) -> MomentaryMemory:
+        if self._fixed is not None:
+            return self._fixed
+        if session not in self._memories:
+            self._memories[session] = MomentaryMemory(session, **self._open)
+        return self._memories[session]
+
+    def _session(self) -> str:
+        if self._session_id is not None:
+            return self._session_id
+        try:
+            from langgraph.config import get_config
+
+            thread = get_config().get("configurable", {}).get("thread_id")
+        except Exception:
+            thread = None
+        return str(thread) if thread is not None else "default"
+
+    def _messages(self, request: ModelRequest) -> list[AnyMessage]:
+        memory = self.memory_for(self._session())
+        messages = reconstruct_messages(request.messages, memory, l_max=self.l_max, top_k=self.top_k)
+        return messages
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        return handler(request.override(messages=self._messages(request)))
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> ModelResponse:
+        messages = await asyncio.to_thread(self._messages, request)
+        return await handler(request.override(messages=messages))
+
+
+__all__ = ["MomentaryContextMiddleware", "reconstruct_messages", "record_messages"]

@@ -1,0 +1,166 @@
+"""LangChain retriever over a meve pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field
+
+from meve import ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
+from meve.pipeline import LexicalIndex
+from meve.store import PassageStore
+
+PHASE_EVENT = "meve_phase"
+_CALL_OVERRIDES = ("k", "t_max", "tau", "k_init", "n_min", "prioritisation", "theta_redundancy")
+
+
+def passage_to_document(p: Passage) -> Document:
+    meta = dict(p.metadata)
+    meta.update({"id": p.id, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens})
+    return Document(page_content=p.text, metadata=meta, id=p.id)
+
+
+def _overrides(kwargs: dict[str, Any], k: int | None) -> dict[str, Any]:
+    unknown = set(kwargs) - set(_CALL_OVERRIDES)
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments {sorted(unknown)}; allowed at invoke time: {', '.join(_CALL_OVERRIDES)}")
+    out = {key: kwargs[key] for key in _CALL_OVERRIDES if key != "k" and kwargs.get(key) is not None}
+    limit = kwargs.get("k", k)
+    if limit is not None:
+        out["max_passages"] = limit
+    return out
+
+
+class MeVeRetriever(BaseRetriever):
+    """MeVe's verified, de-duplicated, token-budgeted retrieval as a LangChain retriever.
+
+    ``k`` caps the number of documents; ``k``, ``t_max`` and ``tau`` (and other
+    MeVeConfig fields) can also be given at ``invoke`` time. Each phase is emitted
+    as a ``meve_phase`` custom callback event.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    meve: Any = Field(description="a meve.MeVe pipeline")
+    k: int | None = None
+
+    @classmethod
+    def from_texts(cls, texts: Sequence[str], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
+        """Build the pipeline with :meth:`meve.MeVe.from_texts` (same keyword arguments)."""
+        return cls(meve=MeVe.from_texts(texts, **kwargs), k=k)
+
+    @classmethod
+    def from_vectorstore(
+        cls,
+        vectorstore: Any,
+        documents: Sequence[Document],
+        *,
+        k: int | None = None,
+        config: MeVeConfig | None = None,
+        scorer: Any = None,
+        token_counter: Any = None,
+        bm25_backend: str = "bm25s",
+    ) -> MeVeRetriever:
+        """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
+        (with ``id`` or ``metadata['id']``) feed the BM25 fallback."""
+        store = LangChainVectorStore(vectorstore)
+        ids = [str(d.id or d.metadata.get("id") or i) for i, d in enumerate(documents)]
+        store.remember(ids, documents)
+        lexical = LexicalIndex(ids, [d.page_content for d in documents], bm25_backend)
+        return cls(meve=MeVe(store, lexical, config=config, embedder=store.embedder, scorer=scorer, token_counter=token_counter), k=k)
+
+    def _emit(self, run_manager: CallbackManagerForRetrieverRun) -> Any:
+        child = run_manager.get_child()
+
+        def on_phase(rec: PhaseRecord) -> None:
+            child.on_custom_event(PHASE_EVENT, rec.to_dict(), run_id=run_manager.run_id)
+
+        return on_phase
+
+    def _to_docs(self, result: ContextResult) -> list[Document]:
+        return [passage_to_document(p) for p in result.documents]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
+        result = self.meve.run(query, on_phase=self._emit(run_manager), **_overrides(kwargs, self.k))
+        return self._to_docs(result)
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
+        records: list[PhaseRecord] = []
+        result = await self.meve.arun(query, on_phase=records.append, **_overrides(kwargs, self.k))
+        child = run_manager.get_child()
+        for rec in records:  # emitted on the loop, after the worker thread finished
+            await child.on_custom_event(PHASE_EVENT, rec.to_dict(), run_id=run_manager.run_id)
+        return self._to_docs(result)
+
+
+class _LangChainEmbedder:
+    """meve Embedder over LangChain ``Embeddings`` (vectors L2-normalised here)."""
+
+    def __init__(self, embeddings: Any) -> None:
+        self.embeddings = embeddings
+        self.name = type(embeddings).__name__
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        if len(texts) == 1:
+            vecs = np.asarray([self.embeddings.embed_query(texts[0])], dtype=np.float32)
+        else:
+            vecs = np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return vecs / np.where(norms == 0, 1.0, norms)
+
+
+class LangChainVectorStore:
+    """meve PassageStore over any LangChain VectorStore; embeddings for redundancy checks are
+    computed once per passage text and cached."""
+
+    def __init__(self, vectorstore: Any) -> None:
+        from meve.models import CachedEmbedder
+
+        if getattr(vectorstore, "embeddings", None) is None:
+            raise TypeError(f"{type(vectorstore).__name__} exposes no .embeddings; MeVe needs them for the query and redundancy checks")
+        self.vectorstore = vectorstore
+        self.embedder = CachedEmbedder(_LangChainEmbedder(vectorstore.embeddings))
+        self._docs: dict[str, Document] = {}
+
+    def remember(self, ids: Sequence[str], documents: Sequence[Document]) -> None:
+        self._docs.update(zip(ids, documents, strict=True))
+
+    def _passage(self, pid: str, doc: Document, sim: float | None) -> Passage:
+        import numpy as np
+
+        emb = self.embedder.encode([doc.page_content])[0]
+        return Passage(id=pid, text=doc.page_content, metadata={k: v for k, v in doc.metadata.items() if k != "id"}, dense_score=sim, embedding=np.asarray(emb))
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Any], embeddings: Any) -> None:
+        docs = [Document(page_content=t, metadata=dict(m or {}), id=i) for i, t, m in zip(ids, texts, metadatas, strict=True)]
+        self.vectorstore.add_documents(docs, ids=list(ids))
+        self.remember(ids, docs)
+
+    def query(self, vector: Any, k: int) -> list[Passage]:
+        import numpy as np
+
+        hits = self.vectorstore.similarity_search_by_vector(list(map(float, vector)), k=k)
+        out = []
+        for doc in hits:
+            pid = str(doc.id or doc.metadata.get("id"))
+            p = self._passage(pid, doc, None)
+            out.append(p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))))
+        return sorted(out, key=lambda p: -(p.dense_score or 0.0))
+
+    def get(self, ids: Sequence[str]) -> list[Passage]:
+        return [self._passage(i, self._docs[i], None) for i in ids if i in self._docs]
+
+    def documents(self) -> tuple[list[str], list[str]]:
+        return list(self._docs), [d.page_content for d in self._docs.values()]
+
+    def count(self) -> int:
+        return len(self._docs)
+
+
+_ = PassageStore  # the Protocol LangChainVectorStore satisfies

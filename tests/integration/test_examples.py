@@ -1,0 +1,31 @@
+"""The examples run as users would run them (in-process, to reuse the loaded model)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _load(name):
+    return runpy.run_path(str(EXAMPLES / name), run_name="example")
+
+
+def test_langchain_rag_example(minilm, capsys, monkeypatch):
+    monkeypatch.delenv("MEVE_CHAT_MODEL", raising=False)
+    answer = _load("langchain_rag.py")["main"]()
+    assert "fake model" in answer
+    assert "MeVe context:" in capsys.readouterr().out
+
+
+def test_langchain_agent_memory_example_keeps_the_model_input_small(minilm, tmp_path, monkeypatch):
+    monkeypatch.delenv("MEVE_CHAT_MODEL", raising=False)
+    seen = _load("langchain_agent_memory.py")["main"](200, str(tmp_path / "db"))
+    assert len(seen) == 200
+    sent, full = seen[-1]
+    assert full > 4000 and sent <= 256 + 64  # l_max of memory plus the new message
+    assert max(s for s, _ in seen) <= 256 + 64

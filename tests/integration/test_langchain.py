@@ -1,0 +1,210 @@
+"""LangChain adapters with real objects: MiniLM, Chroma, langchain-tests' standard suite, a real agent graph.
+The only fake is the chat model (no LLM runs offline), named as such."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+
+from langchain_meve import MeVeCompressor, MeVeRetriever, MomentaryContextMiddleware, reconstruct_messages
+from meve import BiEncoderScorer, MemoryConfig, MeVeConfig, MomentaryMemory, default_embedder
+from meve.cli import demo_corpus
+
+pytestmark = pytest.mark.integration
+
+TEXTS = [p["text"] for p in demo_corpus()["passages"]]
+
+
+def test_langchain_meve_public_api():
+    import langchain_meve
+
+    assert sorted(langchain_meve.__all__) == ["MeVeCompressor", "MeVeRetriever", "MomentaryContextMiddleware", "reconstruct_messages"]
+
+
+class TestMeVeRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[BaseRetriever]:
+        return _DemoRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"k": 3}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "history of the bicycle: draisine, velocipede, safety bicycle and tyres"
+
+
+_SHARED: dict[str, Any] = {}
+
+
+class _DemoRetriever(MeVeRetriever):
+    """MeVeRetriever on the demo corpus, built once (the standard suite constructs it repeatedly)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        if "meve" not in _SHARED:
+            emb = default_embedder()
+            _SHARED["meve"] = MeVeRetriever.from_texts(TEXTS, embedder=emb, scorer=BiEncoderScorer(emb), config=MeVeConfig(tau=0.2, t_max=2000)).meve
+        super().__init__(meve=_SHARED["meve"], **kwargs)
+
+
+def test_retriever_metadata_invoke_overrides_and_phase_events(minilm):
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    events: list[dict] = []
+
+    class Collect(BaseCallbackHandler):
+        def on_custom_event(self, name, data, **kwargs):
+            if name == "meve_phase":
+                events.append(data)
+
+    r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=BiEncoderScorer(minilm))
+    docs = r.invoke("How do pneumatic tyres make cycling more comfortable?", config={"callbacks": [Collect()]}, t_max=60, tau=0.5)
+    assert [e["phase"] for e in events] == ["retrieve", "verify", "fallback", "prioritise", "budget"]
+    assert sum(d.metadata["meve_tokens"] for d in docs) <= 60
+    assert docs[0].metadata["meve_source"] == "dense" and 0 <= docs[0].metadata["meve_score"] <= 1
+    with pytest.raises(TypeError, match="allowed at invoke time"):
+        r.invoke("x", bogus=1)
+
+
+async def test_retriever_async_does_not_block_the_loop(minilm):
+    r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=BiEncoderScorer(minilm), k=2)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    docs = await r.ainvoke("What does the derailleur do?")
+    task.cancel()
+    assert len(docs) <= 2 and docs[0].id == "doc-9" and ticks > 0
+
+
+def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_dir):
+    from langchain_chroma import Chroma
+    from langchain_core.embeddings import Embeddings
+
+    class MiniLMEmbeddings(Embeddings):
+        def embed_documents(self, texts):
+            return minilm.encode(texts).tolist()
+
+        def embed_query(self, text):
+            return minilm.encode([text])[0].tolist()
+
+    docs = [Document(page_content=p["text"], metadata={"title": p["title"]}, id=p["id"]) for p in demo_corpus()["passages"]]
+    store = Chroma(collection_name="lcdocs", embedding_function=MiniLMEmbeddings(), persist_directory=chroma_dir)
+    store.add_documents(docs, ids=[d.id for d in docs])
+    r = MeVeRetriever.from_vectorstore(store, docs, scorer=BiEncoderScorer(minilm))
+    got = r.invoke("How do pneumatic tyres make cycling more comfortable?", t_max=200)
+    ids = [d.id for d in got]
+    assert ids[0] == "dunlop" and "dunlop-dup" not in ids
+    fb = r.invoke("Campagnolo", k_init=2, tau=0.99)
+    assert "derailleur-history" in [d.id for d in fb]
+
+
+def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from langchain_core.runnables import RunnableLambda
+
+    base = MeVeRetriever.from_texts(TEXTS, embedder=minilm, config=MeVeConfig(verify=False, prioritisation="none", t_max=5000), scorer=BiEncoderScorer(minilm))
+    comp = MeVeCompressor(embedder=minilm, scorer=BiEncoderScorer(minilm), t_max=80)
+    ccr = ContextualCompressionRetriever(base_compressor=comp, base_retriever=base)
+    out = ccr.invoke("How do pneumatic tyres make cycling more comfortable?")
+    assert out and sum(d.metadata["meve_tokens"] for d in out) <= 80
+    assert "dunlop-dup" not in [d.id for d in out]
+    docs = base.invoke("tyres")
+    before = [dict(d.metadata) for d in docs]
+    chain = RunnableLambda(lambda q: comp.compress_documents(base.invoke(q), q))
+    assert chain.invoke("tyres")
+    comp.compress_documents(docs, "tyres")
+    assert [d.metadata for d in docs] == before  # inputs not mutated
+    few = MeVeCompressor(embedder=minilm, scorer=BiEncoderScorer(minilm), tau=0.999, n_min=2).compress_documents(docs, "tyres")
+    assert len(few) == 2 and all(d.metadata["meve_source"] == "fallback" for d in few)
+
+
+def test_compressor_defaults_work_with_no_arguments():
+    out = MeVeCompressor().compress_documents([Document(page_content=t) for t in TEXTS[:6]], "Who built the draisine?")
+    assert out and out[0].page_content.startswith(("The first two-wheeled", "In 1817", "Karl Drais"))
+
+
+class FakeToolChatModel(GenericFakeChatModel):
+    """A FAKE chat model (no LLM runs offline): replies from a script, records what it saw."""
+
+    seen: list = []  # noqa: RUF012 - reset per test
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.seen.append(list(messages))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def test_middleware_in_a_real_agent_graph(minilm, chroma_dir):
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @tool
+    def lookup_allergy(name: str) -> str:
+        """Look up a person's allergy."""
+        return f"{name} is allergic to peanuts"
+
+    script = []
+    history_turns = 30
+    for i in range(history_turns):
+        script.append(AIMessage(content=f"Noted fact number {i}."))
+    script += [
+        AIMessage(content="", tool_calls=[{"name": "lookup_allergy", "args": {"name": "Ana"}, "id": "call-1"}]),
+        AIMessage(content="Ana is allergic to peanuts, so avoid satay."),
+    ]
+    model = FakeToolChatModel(messages=iter(script))
+    model.seen = []
+    mw = MomentaryContextMiddleware(path=chroma_dir, embedders=[minilm], config=MemoryConfig(top_k=3, l_max=120))
+    agent = create_agent(model=model, tools=[lookup_allergy], middleware=[mw], system_prompt="You are helpful.", checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "thread-1"}}
+    for i in range(history_turns):
+        fact = "My sister Ana loves satay." if i == 3 else f"Filler remark {i} about the weather and trains."
+        agent.invoke({"messages": [HumanMessage(content=fact)]}, cfg)
+    final = agent.invoke({"messages": [HumanMessage(content="Can Ana eat satay? Check her allergy.")]}, cfg)
+    assert final["messages"][-1].content.startswith("Ana is allergic")
+    assert len(final["messages"]) == 2 * history_turns + 4  # checkpointed history untouched
+    mem = mw.memory_for("thread-1")
+    counter = mem.token_counter
+    for call in model.seen:
+        recalled = [m for m in call if m.additional_kwargs.get("meve_recalled")]
+        assert sum(counter.count(m.content) for m in recalled) <= 120
+        assert isinstance(call[0], type(call[0]))
+    last = model.seen[-1]
+    assert any("Ana loves satay" in str(m.content) for m in last)
+    assert last[-2].tool_calls and isinstance(last[-1], ToolMessage) and last[-1].tool_call_id == "call-1"
+    assert any(isinstance(m, HumanMessage) and m.content.startswith("Can Ana eat satay") for m in last)
+    assert len(last) < len(final["messages"])
+    assert len(MomentaryMemory("thread-1", path=chroma_dir, embedders=[minilm])) == len(mem)
+
+
+def test_reconstruct_messages_keeps_tool_pairs_whole(minilm):
+    import time
+
+    from meve.store import chroma_client
+
+    mem = MomentaryMemory("plain", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(top_k=1, l_max=40))
+    msgs = [HumanMessage(content=f"old message {i}", id=f"h{i}") for i in range(5)]
+    msgs += [
+        HumanMessage(content="What is 2+2?", id="q"),
+        AIMessage(content="", id="a1", tool_calls=[{"name": "calc", "args": {}, "id": "c1"}]),
+        ToolMessage(content="4", tool_call_id="c1", id="t1"),
+    ]
+    out = reconstruct_messages(msgs, mem)
+    assert [m.id for m in out[-3:]] == ["q", "a1", "t1"]
+    assert sum(1 for m in out if isinstance(m, ToolMessage)) == 1
