@@ -33,7 +33,7 @@ test-fast: $(STAMP) ## unit tests only (no model loads)
 	$(PY) -m pytest -q tests/unit
 
 lint: $(STAMP) ## ruff + mypy
-	$(VENV)/bin/ruff check shared langchain_meve llamaindex_meve tests examples
+	$(VENV)/bin/ruff check shared langchain_meve llamaindex_meve tests examples benchmarks
 	$(VENV)/bin/ruff format --check shared langchain_meve llamaindex_meve
 	$(VENV)/bin/mypy
 

@@ -208,3 +208,24 @@ def test_reconstruct_messages_keeps_tool_pairs_whole(minilm):
     out = reconstruct_messages(msgs, mem)
     assert [m.id for m in out[-3:]] == ["q", "a1", "t1"]
     assert sum(1 for m in out if isinstance(m, ToolMessage)) == 1
+
+
+async def test_middleware_async_agent_path(minilm):
+    import time
+
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from meve.store import chroma_client
+
+    mem = MomentaryMemory("async-thread", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(top_k=2, l_max=50))
+    model = FakeToolChatModel(messages=iter(AIMessage(content=f"reply {i}") for i in range(10)))
+    model.seen = []
+    agent = create_agent(model=model, tools=[], middleware=[MomentaryContextMiddleware(mem)], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "ignored-because-memory-is-fixed"}}
+    for i in range(5):
+        await agent.ainvoke({"messages": [HumanMessage(content=f"async message {i} about trains")]}, cfg)
+    assert len(mem) == 9  # 5 user turns + 4 AI replies recorded before the last call
+    last = model.seen[-1]
+    assert last[-1].content == "async message 4 about trains"
+    assert sum(mem.token_counter.count(m.content) for m in last if m.additional_kwargs.get("meve_recalled")) <= 50
