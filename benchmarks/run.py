@@ -40,7 +40,28 @@ class HashEmbedder:
         return out / np.where(norms == 0, 1, norms)
 
 
-WORDS = "bike marathon sister porto peanut allergy garden hospital train weather recipe dog beagle lyon coffee book film music holiday work".split()
+WORDS = [
+    "bike",
+    "marathon",
+    "sister",
+    "porto",
+    "peanut",
+    "allergy",
+    "garden",
+    "hospital",
+    "train",
+    "weather",
+    "recipe",
+    "dog",
+    "beagle",
+    "lyon",
+    "coffee",
+    "book",
+    "film",
+    "music",
+    "holiday",
+    "work",
+]
 
 
 def _turn(rng, i):
@@ -96,7 +117,10 @@ def memory_scaling(sizes, reps=30):
     return {
         "name": "memory_scaling",
         "rows": rows,
-        "notes": "meve+Chroma time measured with a model-free embedder; model time = one MiniLM encode of a turn on this CPU, added for the 'with model' columns (add and reconstruct each embed one text).",
+        "notes": (
+            "meve+Chroma time measured with a model-free embedder; model time = one MiniLM encode of a turn on this CPU, "
+            "added for the 'with model' columns (add and reconstruct each embed one text)."
+        ),
     }
 
 

@@ -218,7 +218,9 @@ async def test_middleware_async_agent_path(minilm):
 
     from meve.store import chroma_client
 
-    mem = MomentaryMemory("async-thread", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(top_k=2, l_max=50))
+    mem = MomentaryMemory(
+        "async-thread", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(top_k=2, l_max=50)
+    )
     model = FakeToolChatModel(messages=iter(AIMessage(content=f"reply {i}") for i in range(10)))
     model.seen = []
     agent = create_agent(model=model, tools=[], middleware=[MomentaryContextMiddleware(mem)], checkpointer=InMemorySaver())
