@@ -185,27 +185,49 @@ class RankBM25Backend:
         return len(self._tokens)
 
 
+class _Growable:
+    """An append-only numpy array with amortised O(1) appends (capacity doubles)."""
+
+    __slots__ = ("data", "size")
+
+    def __init__(self, dtype: type, capacity: int = 4) -> None:
+        self.data: np.ndarray = np.empty(capacity, dtype=dtype)
+        self.size = 0
+
+    def append(self, value: float) -> None:
+        if self.size == self.data.size:
+            grown = np.empty(self.data.size * 2, dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size] = value
+        self.size += 1
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+
 class IncrementalBM25:
     """Lucene-variant BM25 with per-document updates.
 
     score = sum_t idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)) with
     idf(t) = ln(1 + (N - n_t + 0.5) / (n_t + 0.5)): bm25s's default ("lucene",
     which drops the constant (k1 + 1) factor), so the two agree (tested).
+    Postings are growable numpy arrays: ``add`` is amortised O(distinct terms of
+    the document) and a query is O(postings of its terms), with no conversion.
     """
 
     name = "incremental"
 
     def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
-        self._postings: dict[str, tuple[list[int], list[int]]] = {}
-        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._lengths: list[int] = []
+        self._postings: dict[str, tuple[_Growable, _Growable]] = {}
+        self._lengths = _Growable(np.float64)
         self._total = 0
         self.add(texts)
 
     def add(self, texts: Sequence[str]) -> None:
         for text in texts:
-            doc = len(self._lengths)
+            doc = self._lengths.size
             tokens = bm25_tokenize(text)
             self._lengths.append(len(tokens))
             self._total += len(tokens)
@@ -213,41 +235,31 @@ class IncrementalBM25:
             for tok in tokens:
                 counts[tok] = counts.get(tok, 0) + 1
             for tok, tf in counts.items():
-                docs, tfs = self._postings.setdefault(tok, ([], []))
-                docs.append(doc)
-                tfs.append(tf)
-                self._arrays.pop(tok, None)
-        self._length_array: np.ndarray | None = None
-
-    def _term(self, term: str) -> tuple[np.ndarray, np.ndarray]:
-        arrays = self._arrays.get(term)
-        if arrays is None:
-            docs, tfs = self._postings[term]
-            arrays = (np.asarray(docs, dtype=np.int64), np.asarray(tfs, dtype=np.float64))
-            self._arrays[term] = arrays
-        return arrays
+                posting = self._postings.get(tok)
+                if posting is None:
+                    posting = self._postings[tok] = (_Growable(np.int64), _Growable(np.float64))
+                posting[0].append(doc)
+                posting[1].append(tf)
 
     def get_scores(self, query: str) -> np.ndarray:
-        n = len(self._lengths)
+        n = self._lengths.size
         scores = np.zeros(n, dtype=np.float64)
         if n == 0:
             return scores
-        if getattr(self, "_length_array", None) is None:
-            self._length_array = np.asarray(self._lengths, dtype=np.float64)
-        lengths = self._length_array
-        assert lengths is not None
+        lengths = self._lengths.view()
         avgdl = self._total / n if self._total else 1.0
         for term in dict.fromkeys(bm25_tokenize(query)):
-            if term not in self._postings:
+            posting = self._postings.get(term)
+            if posting is None:
                 continue
-            docs, tfs = self._term(term)
-            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            docs, tfs = posting[0].view(), posting[1].view()
+            idf = math.log(1.0 + (n - docs.size + 0.5) / (docs.size + 0.5))
             norm = self.k1 * (1.0 - self.b + self.b * lengths[docs] / avgdl)
             scores[docs] += idf * tfs / (tfs + norm)
         return scores
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return self._lengths.size
 
 
 def make_bm25(backend: str = "bm25s", texts: Sequence[str] = ()) -> BM25Backend:

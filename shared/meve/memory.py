@@ -375,8 +375,9 @@ class MomentaryMemory:
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns)
         per_weights = self._weights(weights)
         with self._lock:
-            turns = list(self._turns)
-            tokens = list(self._tokens)
+            # Lists only grow (clear() swaps in new ones), so the first n entries are a stable snapshot.
+            turns = self._turns
+            tokens = self._tokens
             n = len(turns)
             n_recent = min(cfg.recent_turns, n)
             recent_idx = list(range(n - n_recent, n))

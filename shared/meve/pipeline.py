@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from meve.config import MeVeConfig
+from meve.context import PhaseCallback, select_context
 from meve.errors import InputError
 from meve.lexical import BM25Backend, make_bm25, top_k
-from meve.models import Embedder, EmbeddingScorer, RelevanceScorer, default_embedder, default_scorer, embedder_dimension
-from meve.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_budget, verify
-from meve.records import ContextResult, Dropped, Passage, PhaseRecord
+from meve.models import Embedder, RelevanceScorer, default_embedder, default_scorer, embedder_dimension
+from meve.records import ContextResult, Passage, PhaseRecord
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_client, unique_collection_name
-from meve.tokens import TokenCounter, count_many, get_token_counter
-
-PhaseCallback = Callable[[PhaseRecord], None]
+from meve.tokens import TokenCounter, get_token_counter
 
 
 def check_query(query: Any) -> str:
@@ -202,28 +200,6 @@ class MeVe:
             self._scorer = default_scorer(self.embedder)
         return self._scorer
 
-    def _relevance(self, query: str, query_vec: np.ndarray, passages: Sequence[Passage], cache: dict[str, float], cfg: MeVeConfig) -> tuple[list[float], int]:
-        """Verifier scores, each (query, passage) pair scored at most once per run."""
-        todo = [p for p in passages if p.id not in cache]
-        if todo:
-            scorer = self.scorer
-            reuse = (
-                isinstance(scorer, EmbeddingScorer)
-                and getattr(scorer, "embedder", None) in (self.embedder, getattr(self.embedder, "inner", None))
-                and all(p.embedding is not None for p in todo)
-            )
-            if reuse:
-                assert isinstance(scorer, EmbeddingScorer)
-                scores = scorer.score_embeddings(query_vec, np.stack([np.asarray(p.embedding) for p in todo]))
-            else:
-                kwargs: dict[str, Any] = {}
-                if hasattr(scorer, "max_length"):
-                    kwargs = {"max_length": cfg.verifier_max_length, "batch_size": cfg.verifier_batch_size}
-                scores = scorer.score(query, [p.text for p in todo], **kwargs)
-            for p, s in zip(todo, scores, strict=True):
-                cache[p.id] = float(s)
-        return [cache[p.id] for p in passages], len(todo)
-
     def _embed_query(self, query: str) -> np.ndarray:
         return np.asarray(self.embedder.encode([query])[0], dtype=np.float32)
 
@@ -236,129 +212,32 @@ class MeVe:
         """
         query = check_query(query)
         cfg = self.config.replace(**overrides)
-        records: list[PhaseRecord] = []
-        counts: dict[str, int] = {}
-
-        def tokens(passages: Sequence[Passage]) -> int:
-            missing = [p for p in passages if p.id not in counts]
-            if missing:
-                counts.update(zip((p.id for p in missing), count_many(self.token_counter, [p.text for p in missing]), strict=True))
-            return sum(counts[p.id] for p in passages)
-
-        def record(name: str, before: Sequence[Passage], out: PhaseOutput, ms: float, scores: Mapping[str, float] | None = None, **info: Any) -> None:
-            rec = PhaseRecord(
-                phase=name,
-                kept=tuple(p.id for p in out.kept),
-                dropped=out.dropped,
-                scores=dict(scores or {}),
-                tokens_in=tokens(before),
-                tokens_out=tokens(out.kept),
-                ms=ms,
-                info={**out.info, **info},
-            )
-            records.append(rec)
-            if on_phase is not None:
-                on_phase(rec)
-
-        # Phase 1: dense kNN.
         t0 = time.perf_counter()
         qvec = self._embed_query(query)
-        candidates = tuple(self.store.query(qvec, cfg.k_init))
-        record(
+        candidates = self.store.query(qvec, cfg.k_init)
+        retrieve = (
             "retrieve",
-            (),
-            PhaseOutput(candidates),
             _ms(t0),
             {p.id: p.dense_score or 0.0 for p in candidates},
-            k_init=cfg.k_init,
-            store_size=self.store.count(),
-            embedder=self.embedder.name,
+            {"k_init": cfg.k_init, "store_size": self.store.count(), "embedder": self.embedder.name},
+        )
+        return select_context(
+            query,
+            candidates,
+            cfg,
+            scorer=lambda: self.scorer,
+            embedder=self.embedder,
+            token_counter=self.token_counter,
+            query_vec=qvec,
+            lexical=self._lexical_search,
+            on_phase=on_phase,
+            first=retrieve,
         )
 
-        # Phase 2: verification.
-        t0 = time.perf_counter()
-        cache: dict[str, float] = {}
-        if cfg.verify and candidates:
-            rel, scored = self._relevance(query, qvec, candidates, cache, cfg)
-            out = verify(candidates, rel, cfg.tau)
-            record(
-                "verify",
-                candidates,
-                out,
-                _ms(t0),
-                {p.id: s for p, s in zip(candidates, rel, strict=True)},
-                verifier=self.scorer.name,
-                tau=cfg.tau,
-                pairs_scored=scored,
-            )
-        else:
-            out = PhaseOutput(candidates, info={"skipped": "verify=False" if not cfg.verify else "no candidates"})
-            record("verify", candidates, out, _ms(t0))
-        verified = out.kept
-
-        # Phase 3: BM25 fallback.
-        t0 = time.perf_counter()
-        if cfg.fallback and len(verified) < cfg.n_min and cfg.fallback_k > 0:
-            hits = self.lexical.search(query, cfg.fallback_k + len(verified))
-            bm25 = dict(hits)
-            fetched = {p.id: p for p in self.store.get([pid for pid, _ in hits])}
-            lexical = [fetched[pid].with_(bm25_score=s) for pid, s in hits if pid in fetched]
-            out = fallback(verified, lexical, cfg.n_min, cfg.fallback_k)
-            added = [p for p in out.kept if p.source == "fallback"]
-            scored = 0
-            if added and cfg.verify:
-                # Score the additions too, so every passage's .score is on the verifier's scale.
-                rel, scored = self._relevance(query, qvec, added, cache, cfg)
-                rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
-                out = PhaseOutput(tuple(rescored.get(p.id, p) for p in out.kept), out.dropped, out.info)
-            record(
-                "fallback",
-                verified,
-                out,
-                _ms(t0),
-                bm25,
-                backend=self.lexical.backend_name,
-                pairs_scored=scored,
-                reason=f"{len(verified)} verified < n_min {cfg.n_min}",
-            )
-        else:
-            why = "fallback=False" if not cfg.fallback else (f"{len(verified)} verified >= n_min {cfg.n_min}" if len(verified) >= cfg.n_min else "fallback_k=0")
-            out = PhaseOutput(verified, info={"triggered": False, "reason": why})
-            record("fallback", verified, out, _ms(t0))
-        merged = out.kept
-
-        # Phase 4: prioritisation.
-        t0 = time.perf_counter()
-        if cfg.prioritisation == "redundancy":
-            out = drop_redundant(merged, cfg.theta_redundancy)
-        elif cfg.prioritisation == "novelty":
-            out = novelty_select(merged, cfg.novelty_lambda, cfg.theta_redundancy)
-        else:
-            out = PhaseOutput(merged, info={"skipped": "prioritisation='none'"})
-        record("prioritise", merged, out, _ms(t0), mode=cfg.prioritisation, theta=cfg.theta_redundancy)
-        prioritised = out.kept
-
-        # Phase 5: token budget.
-        t0 = time.perf_counter()
-        tokens(prioritised)
-        sep_tokens = self.token_counter.count(cfg.separator)
-        out = pack_budget(prioritised, [counts[p.id] for p in prioritised], cfg.t_max, sep_tokens, cfg.max_passages)
-        kept = list(out.kept)
-        dropped = list(out.dropped)
-        context = cfg.separator.join(p.text for p in kept)
-        total = self.token_counter.count(context)
-        # Token counts of joined text can differ from the sum of parts; the budget is on the joined text.
-        while total > cfg.t_max and kept:
-            last = kept.pop()
-            dropped.append(Dropped(last.id, f"joined context was {total} tokens > t_max {cfg.t_max}", float(counts[last.id])))
-            context = cfg.separator.join(p.text for p in kept)
-            total = self.token_counter.count(context)
-        info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": self.token_counter.name, "context_tokens": total}
-        if not kept:
-            info["empty"] = "no candidates" if not prioritised else f"every remaining passage alone exceeds t_max {cfg.t_max}"
-        record("budget", prioritised, PhaseOutput(tuple(kept), tuple(dropped), out.info), _ms(t0), **info)
-
-        return ContextResult(query=query, documents=tuple(kept), context=context, token_count=total, trace=tuple(records), config=cfg.to_dict())
+    def _lexical_search(self, query: str, k: int) -> list[Passage]:
+        hits = self.lexical.search(query, k)
+        fetched = {p.id: p for p in self.store.get([pid for pid, _ in hits])}
+        return [fetched[pid].with_(bm25_score=s) for pid, s in hits if pid in fetched]
 
     async def arun(self, query: str, *, on_phase: PhaseCallback | None = None, **overrides: Any) -> ContextResult:
         """:meth:`run` in a worker thread, so the event loop is not blocked by model inference."""

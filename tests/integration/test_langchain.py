@@ -128,7 +128,7 @@ def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
     assert chain.invoke("tyres")
     comp.compress_documents(docs, "tyres")
     assert [d.metadata for d in docs] == before  # inputs not mutated
-    few = MeVeCompressor(embedder=minilm, scorer=BiEncoderScorer(minilm), tau=0.999, n_min=2).compress_documents(docs, "tyres")
+    few = MeVeCompressor(embedder=minilm, scorer=BiEncoderScorer(minilm), tau=0.999, n_min=2, fallback_k=2).compress_documents(docs, "tyres")
     assert len(few) == 2 and all(d.metadata["meve_source"] == "fallback" for d in few)
 
 

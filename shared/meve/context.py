@@ -1,0 +1,192 @@
+"""Phases 2-5 (verify → fallback → prioritise → budget) over any candidate list, with the trace.
+
+``MeVe.run`` feeds it dense kNN candidates and a corpus-wide BM25 fallback; the
+LangChain compressor and the LlamaIndex postprocessor feed it another retriever's
+results and a BM25 over those results. One implementation, one trace format.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from meve.config import MeVeConfig
+from meve.lexical import IncrementalBM25, top_k
+from meve.models import Embedder, EmbeddingScorer, RelevanceScorer
+from meve.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_budget, verify
+from meve.records import ContextResult, Dropped, Passage, PhaseRecord
+from meve.tokens import TokenCounter, count_many
+
+PhaseCallback = Callable[[PhaseRecord], None]
+LexicalSearch = Callable[[str, int], list[Passage]]
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+class _Trace:
+    """Token counts (each passage counted once) and phase records for one query."""
+
+    def __init__(self, counter: TokenCounter, on_phase: PhaseCallback | None) -> None:
+        self.counter = counter
+        self.on_phase = on_phase
+        self.counts: dict[str, int] = {}
+        self.records: list[PhaseRecord] = []
+
+    def tokens(self, passages: Sequence[Passage]) -> int:
+        missing = [p for p in passages if p.id not in self.counts]
+        if missing:
+            self.counts.update(zip((p.id for p in missing), count_many(self.counter, [p.text for p in missing]), strict=True))
+        return sum(self.counts[p.id] for p in passages)
+
+    def record(self, name: str, before: Sequence[Passage], out: PhaseOutput, ms: float, scores: Mapping[str, float] | None = None, **info: Any) -> None:
+        rec = PhaseRecord(
+            phase=name,
+            kept=tuple(p.id for p in out.kept),
+            dropped=out.dropped,
+            scores=dict(scores or {}),
+            tokens_in=self.tokens(before),
+            tokens_out=self.tokens(out.kept),
+            ms=ms,
+            info={**out.info, **info},
+        )
+        self.records.append(rec)
+        if self.on_phase is not None:
+            self.on_phase(rec)
+
+
+def relevance_scores(
+    scorer: RelevanceScorer,
+    embedder: Embedder | None,
+    query: str,
+    query_vec: np.ndarray | None,
+    passages: Sequence[Passage],
+    cache: dict[str, float],
+    cfg: MeVeConfig,
+) -> tuple[list[float], int]:
+    """Verifier scores, each (query, passage) pair scored at most once (``cache``); returns (scores, pairs scored now)."""
+    todo = [p for p in passages if p.id not in cache]
+    if todo:
+        same_space = embedder is not None and getattr(scorer, "embedder", None) in (embedder, getattr(embedder, "inner", None))
+        if isinstance(scorer, EmbeddingScorer) and same_space and query_vec is not None and all(p.embedding is not None for p in todo):
+            scores = scorer.score_embeddings(query_vec, np.stack([np.asarray(p.embedding) for p in todo]))
+        else:
+            kwargs: dict[str, Any] = {}
+            if hasattr(scorer, "max_length"):
+                kwargs = {"max_length": cfg.verifier_max_length, "batch_size": cfg.verifier_batch_size}
+            scores = scorer.score(query, [p.text for p in todo], **kwargs)
+        for p, s in zip(todo, scores, strict=True):
+            cache[p.id] = float(s)
+    return [cache[p.id] for p in passages], len(todo)
+
+
+def local_lexical(passages: Sequence[Passage]) -> LexicalSearch:
+    """Fallback source over a given candidate list: BM25 hits first, then the rest in input order (top-N)."""
+    bm25 = IncrementalBM25([p.text for p in passages])
+
+    def search(query: str, k: int) -> list[Passage]:
+        scores = bm25.get_scores(query)
+        order = [i for i, _ in top_k(scores, len(passages))]
+        order += [i for i in range(len(passages)) if i not in set(order)]
+        return [passages[i].with_(bm25_score=float(scores[i])) for i in order[:k]]
+
+    return search
+
+
+def select_context(
+    query: str,
+    candidates: Sequence[Passage],
+    cfg: MeVeConfig,
+    *,
+    scorer: Callable[[], RelevanceScorer],
+    embedder: Embedder | None,
+    token_counter: TokenCounter,
+    query_vec: np.ndarray | None = None,
+    lexical: LexicalSearch | None = None,
+    on_phase: PhaseCallback | None = None,
+    first: tuple[str, float, Mapping[str, float], Mapping[str, Any]] | None = None,
+) -> ContextResult:
+    """Run phases 2-5 on ``candidates`` (already in rank order).
+
+    ``scorer`` is a thunk so a model loads only when verification runs. ``first``
+    optionally records the phase that produced the candidates: (name, ms, scores, info).
+    """
+    trace = _Trace(token_counter, on_phase)
+    candidates = tuple(candidates)
+    if first is not None:
+        name, ms, scores, first_info = first
+        trace.record(name, (), PhaseOutput(candidates), ms, scores, **first_info)
+
+    # Phase 2: verification.
+    t0 = time.perf_counter()
+    cache: dict[str, float] = {}
+    if cfg.verify and candidates:
+        sc = scorer()
+        rel, scored = relevance_scores(sc, embedder, query, query_vec, candidates, cache, cfg)
+        out = verify(candidates, rel, cfg.tau)
+        trace.record(
+            "verify", candidates, out, _ms(t0), {p.id: s for p, s in zip(candidates, rel, strict=True)}, verifier=sc.name, tau=cfg.tau, pairs_scored=scored
+        )
+    else:
+        out = PhaseOutput(candidates, info={"skipped": "verify=False" if not cfg.verify else "no candidates"})
+        trace.record("verify", candidates, out, _ms(t0))
+    verified = out.kept
+
+    # Phase 3: fallback.
+    t0 = time.perf_counter()
+    if cfg.fallback and lexical is not None and len(verified) < cfg.n_min and cfg.fallback_k > 0:
+        found = lexical(query, cfg.fallback_k + len(verified))
+        out = fallback(verified, found, cfg.n_min, cfg.fallback_k)
+        added = [p for p in out.kept if p.source == "fallback"]
+        scored = 0
+        if added and cfg.verify:
+            # Score the additions too, so every passage's .score is on the verifier's scale.
+            rel, scored = relevance_scores(scorer(), embedder, query, query_vec, added, cache, cfg)
+            rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
+            out = PhaseOutput(tuple(rescored.get(p.id, p) for p in out.kept), out.dropped, out.info)
+        bm25 = {p.id: p.bm25_score or 0.0 for p in found}
+        trace.record("fallback", verified, out, _ms(t0), bm25, pairs_scored=scored, reason=f"{len(verified)} verified < n_min {cfg.n_min}")
+    else:
+        if not cfg.fallback or lexical is None:
+            why = "fallback=False" if not cfg.fallback else "no fallback source"
+        else:
+            why = f"{len(verified)} verified >= n_min {cfg.n_min}" if len(verified) >= cfg.n_min else "fallback_k=0"
+        out = PhaseOutput(verified, info={"triggered": False, "reason": why})
+        trace.record("fallback", verified, out, _ms(t0))
+    merged = out.kept
+
+    # Phase 4: prioritisation.
+    t0 = time.perf_counter()
+    if cfg.prioritisation == "redundancy":
+        out = drop_redundant(merged, cfg.theta_redundancy)
+    elif cfg.prioritisation == "novelty":
+        out = novelty_select(merged, cfg.novelty_lambda, cfg.theta_redundancy)
+    else:
+        out = PhaseOutput(merged, info={"skipped": "prioritisation='none'"})
+    trace.record("prioritise", merged, out, _ms(t0), mode=cfg.prioritisation, theta=cfg.theta_redundancy)
+    prioritised = out.kept
+
+    # Phase 5: token budget.
+    t0 = time.perf_counter()
+    trace.tokens(prioritised)
+    counts = trace.counts
+    out = pack_budget(prioritised, [counts[p.id] for p in prioritised], cfg.t_max, token_counter.count(cfg.separator), cfg.max_passages)
+    kept = list(out.kept)
+    dropped = list(out.dropped)
+    context = cfg.separator.join(p.text for p in kept)
+    total = token_counter.count(context)
+    # Token counts of joined text can differ from the sum of parts; the budget is on the joined text.
+    while total > cfg.t_max and kept:
+        last = kept.pop()
+        dropped.append(Dropped(last.id, f"joined context was {total} tokens > t_max {cfg.t_max}", float(counts[last.id])))
+        context = cfg.separator.join(p.text for p in kept)
+        total = token_counter.count(context)
+    budget_info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": token_counter.name, "context_tokens": total}
+    if not kept:
+        budget_info["empty"] = "no candidates" if not prioritised else f"every remaining passage alone exceeds t_max {cfg.t_max}"
+    trace.record("budget", prioritised, PhaseOutput(tuple(kept), tuple(dropped), out.info), _ms(t0), **budget_info)
+    return ContextResult(query=query, documents=tuple(kept), context=context, token_count=total, trace=tuple(trace.records), config=cfg.to_dict())
