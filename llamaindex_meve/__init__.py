@@ -1,6 +1,18 @@
-"""LlamaIndex adapters for meve (node postprocessors, retriever, chat memory): not written yet.
+"""LlamaIndex adapters for meve: node postprocessors, a retriever, chat memory and an embedding model."""
 
-The package exists so the distribution layout is final; see the open LlamaIndex issue.
-"""
+from llamaindex_meve.embeddings import MeVeEmbedding
+from llamaindex_meve.memory import MomentaryMemory, MomentaryMemoryBlock
+from llamaindex_meve.postprocessors import MeVePostprocessor, NoveltySelector, RedundancyFilter, RelevanceVerifier, TokenBudget
+from llamaindex_meve.retriever import MeVeRetriever
 
-__all__: list[str] = []
+__all__ = [
+    "MeVeEmbedding",
+    "MeVePostprocessor",
+    "MeVeRetriever",
+    "MomentaryMemory",
+    "MomentaryMemoryBlock",
+    "NoveltySelector",
+    "RedundancyFilter",
+    "RelevanceVerifier",
+    "TokenBudget",
+]

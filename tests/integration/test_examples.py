@@ -29,3 +29,15 @@ def test_langchain_agent_memory_example_keeps_the_model_input_small(minilm, tmp_
     sent, full = seen[-1]
     assert full > 4000 and sent <= 256 + 64  # l_max of memory plus the new message
     assert max(s for s, _ in seen) <= 256 + 64
+
+
+def test_llamaindex_query_engine_example(minilm, tmp_path):
+    response = _load("llamaindex_query_engine.py")["main"](db=str(tmp_path / "db"))
+    assert response.source_nodes[0].node.node_id == "dunlop"
+    assert sum(n.node.metadata["meve_tokens"] for n in response.source_nodes) <= 128
+
+
+def test_llamaindex_chat_memory_example(minilm, tmp_path):
+    full, sent, texts = _load("llamaindex_chat_memory.py")["main"](120, db=str(tmp_path / "db"))
+    assert sent <= 256 < full
+    assert any("Porto" in t for t in texts) and any("peanuts" in t for t in texts)

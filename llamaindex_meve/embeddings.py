@@ -1,0 +1,46 @@
+"""A LlamaIndex embedding model over any meve Embedder (default: all-MiniLM-L6-v2, offline)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from meve.models import Embedder, default_embedder
+
+
+class MeVeEmbedding(BaseEmbedding):
+    """Lets a ``VectorStoreIndex`` use the same offline model meve uses (and its cache)."""
+
+    _embedder: Embedder = PrivateAttr()
+
+    def __init__(self, embedder: Embedder | None = None, **kwargs: Any) -> None:
+        emb = embedder if embedder is not None else default_embedder()
+        kwargs.setdefault("model_name", emb.name)
+        super().__init__(**kwargs)
+        self._embedder = emb
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MeVeEmbedding"
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return [float(x) for x in self._embedder.encode([query])[0]]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return [float(x) for x in self._embedder.encode([text])[0]]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return [[float(x) for x in row] for row in self._embedder.encode(texts)]
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return await asyncio.to_thread(self._get_text_embedding, text)

@@ -1,0 +1,153 @@
+"""Momentary Contexts as LlamaIndex chat memory: ``MomentaryMemory`` (BaseMemory) and ``MomentaryMemoryBlock``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from llama_index.core.llms import ChatMessage, MessageRole
+from llama_index.core.memory import BaseMemory
+from llama_index.core.memory.memory import BaseMemoryBlock
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from meve import MemoryConfig
+from meve import MomentaryMemory as CoreMemory
+
+_TO_CORE = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system", MessageRole.TOOL: "tool"}
+_FROM_CORE = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT, "system": MessageRole.SYSTEM, "tool": MessageRole.TOOL}
+
+
+def _text(message: ChatMessage) -> str:
+    return message.content or ""
+
+
+class MomentaryMemory(BaseMemory):
+    """Chat memory for LlamaIndex chat engines and agents, backed by ``meve.MomentaryMemory`` in Chroma.
+
+    ``get(input)`` returns the system messages (never evicted), then the turns memory
+    rebuilds for ``input`` (default: the latest user message, as agents call
+    ``aget()`` with none) within ``l_max`` tokens, then the current exchange — the
+    latest user message and everything after it, verbatim, so tool calls and their
+    results stay together. User and assistant text is persisted in Chroma; the
+    in-flight tool exchange lives in this object only.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    session_id: str = Field(default="default")
+    l_max: int | None = None
+    top_k: int | None = None
+    _core: CoreMemory = PrivateAttr()
+    _current: list[ChatMessage] = PrivateAttr(default_factory=list)
+
+    def __init__(self, core: CoreMemory, **kwargs: Any) -> None:
+        super().__init__(session_id=core.session_id, **kwargs)  # type: ignore[call-arg]
+        self._core = core
+        self._current = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MeVeMomentaryMemory"
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]
+        cls,
+        session_id: str = "default",
+        *,
+        path: str | None = None,
+        client: Any = None,
+        config: MemoryConfig | None = None,
+        embedders: Any = None,
+        token_counter: Any = None,
+        chat_history: list[ChatMessage] | None = None,
+        l_max: int | None = None,
+        top_k: int | None = None,
+    ) -> MomentaryMemory:
+        core = CoreMemory(session_id, path=path, client=client, config=config, embedders=embedders, token_counter=token_counter)
+        mem = cls(core, l_max=l_max, top_k=top_k)
+        if chat_history:
+            mem.put_messages(chat_history)
+        return mem
+
+    @property
+    def core(self) -> CoreMemory:
+        return self._core
+
+    def put(self, message: ChatMessage) -> None:
+        if message.role == MessageRole.USER:
+            self._current = []
+        self._current.append(message)
+        text = _text(message)
+        role = _TO_CORE.get(message.role, "user")
+        if text.strip() and role in ("user", "assistant", "system") and not message.additional_kwargs.get("tool_calls"):
+            self._core.add(text, role)
+
+    async def aput(self, message: ChatMessage) -> None:
+        await asyncio.to_thread(self.put, message)
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        for m in messages:
+            self.put(m)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        await asyncio.to_thread(self.put_messages, messages)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        self.reset()
+        self.put_messages(messages)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        await asyncio.to_thread(self.set, messages)
+
+    def reset(self) -> None:
+        self._core.clear()
+        self._current = []
+
+    async def areset(self) -> None:
+        await asyncio.to_thread(self.reset)
+
+    def get_all(self) -> list[ChatMessage]:
+        return [ChatMessage(role=_FROM_CORE[t.role], content=t.text) for t in self._core.turns()]
+
+    async def aget_all(self) -> list[ChatMessage]:
+        return await asyncio.to_thread(self.get_all)
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        turns = self._core.turns()
+        system = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"]
+        query = input
+        if query is None:
+            query = next((_text(m) for m in reversed(self._current) if m.role == MessageRole.USER), None)
+        if query is None:
+            query = next((t.text for t in reversed(turns) if t.role == "user"), "")
+        current_texts = {_text(m) for m in self._current}
+        ctx = self._core.reconstruct(query, l_max=self.l_max, top_k=self.top_k)
+        recalled = [
+            ChatMessage(role=_FROM_CORE[t.role], content=t.text, additional_kwargs={"meve_recalled": True})
+            for t in ctx.turns
+            if t.role != "system" and not (self._current and t.text in current_texts)
+        ]
+        return [*system, *recalled, *self._current]
+
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        return await asyncio.to_thread(self.get, input, **kwargs)
+
+
+class MomentaryMemoryBlock(BaseMemoryBlock[str]):
+    """A memory block for ``llama_index.core.memory.Memory``: stores the messages the short-term
+    queue flushes into it, and returns the turns rebuilt for the latest user message."""
+
+    name: str = "momentary_context"
+    memory: Any = Field(description="a meve.MomentaryMemory")
+    l_max: int | None = None
+    top_k: int | None = None
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        query = next((_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), "")
+        ctx = await self.memory.areconstruct(query, l_max=self.l_max, top_k=self.top_k)
+        return "\n".join(f"{t.role}: {t.text}" for t in ctx.turns)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        items = [{"text": _text(m), "role": _TO_CORE[m.role]} for m in messages if _text(m).strip() and m.role in (MessageRole.USER, MessageRole.ASSISTANT)]
+        if items:
+            await self.memory.aadd_many(items)

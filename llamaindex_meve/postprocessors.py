@@ -1,0 +1,197 @@
+"""LlamaIndex node postprocessors: each MeVe phase alone, and all of them in one.
+
+They never mutate the input nodes: kept nodes are shallow copies whose metadata
+gains ``meve_*`` keys (hidden from the LLM and the embedder via the excluded-keys lists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from meve import InputError, MeVeConfig
+from meve.context import local_lexical, select_context
+from meve.models import Embedder, RelevanceScorer, default_embedder, default_scorer
+from meve.phases import drop_redundant, novelty_select, pack_budget, verify
+from meve.pipeline import check_query
+from meve.records import Passage
+from meve.tokens import TokenCounter, count_many, get_token_counter
+
+MEVE_KEYS = ("meve_score", "meve_source", "meve_verified", "meve_note", "meve_tokens")
+
+
+def annotate(nws: NodeWithScore, score: float | None, **meta: Any) -> NodeWithScore:
+    """A new NodeWithScore over a shallow copy of the node with meve metadata (input untouched)."""
+    node = nws.node.model_copy()
+    node.metadata = {**nws.node.metadata, **{k: v for k, v in meta.items() if v is not None}}
+    hidden = [k for k in meta if k not in node.excluded_llm_metadata_keys]
+    node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, *hidden]
+    node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys, *[k for k in meta if k not in node.excluded_embed_metadata_keys]]
+    return NodeWithScore(node=node, score=score)
+
+
+def _query(query_bundle: QueryBundle | None) -> str:
+    if query_bundle is None:
+        raise InputError("this postprocessor needs the query: call postprocess_nodes(nodes, query_str=...) or use it in a query engine")
+    return check_query(query_bundle.query_str)
+
+
+class _MeVeNodeProcessor(BaseNodePostprocessor):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    embedder: Any = Field(default=None, description="a meve Embedder; default all-MiniLM-L6-v2")
+    scorer: Any = Field(default=None, description="a meve RelevanceScorer; default cross-encoder or the offline verifier")
+    token_counter: Any = Field(default=None, description="anything meve.get_token_counter accepts")
+    _embedder_: Embedder | None = PrivateAttr(default=None)
+    _scorer_: RelevanceScorer | None = PrivateAttr(default=None)
+
+    def _embed(self) -> Embedder:
+        if self._embedder_ is None:
+            self._embedder_ = self.embedder if self.embedder is not None else default_embedder()
+        return self._embedder_
+
+    def _score(self) -> RelevanceScorer:
+        if self._scorer_ is None:
+            self._scorer_ = self.scorer if self.scorer is not None else default_scorer(self._embed())
+        return self._scorer_
+
+    def _counter(self) -> TokenCounter:
+        return get_token_counter(self.token_counter)
+
+    def _passages(self, nodes: Sequence[NodeWithScore], query: str) -> tuple[Any, tuple[Passage, ...]]:
+        texts = [n.node.get_content() for n in nodes]
+        vecs = self._embed().encode([query, *texts])
+        return vecs[0], tuple(
+            Passage(id=str(i), text=t, embedding=vecs[i + 1], dense_score=n.score if n.score is not None else float(vecs[i + 1] @ vecs[0]))
+            for i, (n, t) in enumerate(zip(nodes, texts, strict=True))
+        )
+
+    async def _apostprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+
+
+class RelevanceVerifier(_MeVeNodeProcessor):
+    """Keeps nodes whose verifier score is >= tau; if fewer than ``min_keep`` pass, the best of
+    the rest are kept too, marked ``meve_verified=False`` with a ``meve_note``."""
+
+    tau: float = 0.5
+    min_keep: int = 3
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MeVeRelevanceVerifier"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        query = _query(query_bundle)
+        MeVeConfig(tau=self.tau, n_min=self.min_keep)  # validates both, naming the bad value
+        if not nodes:
+            return []
+        texts = [n.node.get_content() for n in nodes]
+        scores = [float(s) for s in self._score().score(query, texts)]
+        passages = tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts))
+        out = verify(passages, scores, self.tau)
+        result = [annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_verified=True) for p in out.kept]
+        if len(result) < self.min_keep:
+            rest = sorted(out.dropped, key=lambda d: -(d.score or 0.0))[: self.min_keep - len(result)]
+            note = f"kept to reach min_keep={self.min_keep}: only {len(out.kept)} passed tau={self.tau}"
+            result += [annotate(nodes[int(d.id)], d.score, meve_score=d.score, meve_verified=False, meve_note=note) for d in rest]
+        return result
+
+
+class RedundancyFilter(_MeVeNodeProcessor):
+    """Drops near-duplicates (cosine > theta), always keeping the higher-ranked node of a pair."""
+
+    theta: float = 0.85
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MeVeRedundancyFilter"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        MeVeConfig(theta_redundancy=self.theta)
+        if not nodes:
+            return []
+        texts = [n.node.get_content() for n in nodes]
+        vecs = self._embed().encode(texts)
+        out = drop_redundant(tuple(Passage(id=str(i), text=t, embedding=vecs[i]) for i, t in enumerate(texts)), self.theta)
+        return [annotate(nodes[int(p.id)], nodes[int(p.id)].score) for p in out.kept]
+
+
+class NoveltySelector(_MeVeNodeProcessor):
+    """SARA-style greedy selection: relevance traded against similarity to what is already selected."""
+
+    lam: float = 0.7
+    theta: float = 0.85
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MeVeNoveltySelector"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        query = _query(query_bundle)
+        MeVeConfig(novelty_lambda=self.lam, theta_redundancy=self.theta)
+        if not nodes:
+            return []
+        _, passages = self._passages(nodes, query)
+        out = novelty_select(passages, self.lam, self.theta)
+        return [annotate(nodes[int(p.id)], nodes[int(p.id)].score) for p in out.kept]
+
+
+class TokenBudget(_MeVeNodeProcessor):
+    """Greedy packing of nodes, in the given order, into ``t_max`` tokens (meve's token counter)."""
+
+    t_max: int = 512
+    separator: str = "\n\n"
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MeVeTokenBudget"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        MeVeConfig(t_max=self.t_max)
+        counter = self._counter()
+        texts = [n.node.get_content() for n in nodes]
+        out = pack_budget(tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts)), count_many(counter, texts), self.t_max, counter.count(self.separator))
+        return [annotate(nodes[int(p.id)], nodes[int(p.id)].score, meve_tokens=p.tokens) for p in out.kept]
+
+
+class MeVePostprocessor(_MeVeNodeProcessor):
+    """All MeVe phases after retrieval: verify → fallback (BM25 over the given nodes, then their
+    order) → prioritise → budget. Any MeVeConfig field can be given directly or via ``config``."""
+
+    config: MeVeConfig = Field(default_factory=MeVeConfig)
+
+    def __init__(self, **data: Any) -> None:
+        overrides = {k: data.pop(k) for k in list(data) if k in MeVeConfig.__dataclass_fields__}
+        if overrides:
+            data["config"] = data.get("config", MeVeConfig()).replace(**overrides)
+        super().__init__(**data)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MeVePostprocessor"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        query = _query(query_bundle)
+        if not nodes:
+            return []
+        qvec, passages = self._passages(nodes, query)
+        result = select_context(
+            query,
+            passages,
+            self.config,
+            scorer=self._score,
+            embedder=self._embed(),
+            token_counter=self._counter(),
+            query_vec=qvec,
+            lexical=local_lexical(passages),
+        )
+        return [
+            annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_source="verified" if p.source == "dense" else "fallback", meve_tokens=p.tokens)
+            for p in result.documents
+        ]

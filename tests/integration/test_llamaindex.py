@@ -1,0 +1,200 @@
+"""LlamaIndex adapters with real objects: VectorStoreIndex on Chroma, MiniLM through LlamaIndex's
+embedding interface, real query and chat engines. The LLM is LlamaIndex's MockLLM (a mock: no LLM runs offline)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+
+import pytest
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.llms import ChatMessage, MessageRole
+from llama_index.core.llms.mock import MockLLM
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llamaindex_meve import (
+    MeVeEmbedding,
+    MeVePostprocessor,
+    MeVeRetriever,
+    MomentaryMemory,
+    MomentaryMemoryBlock,
+    NoveltySelector,
+    RedundancyFilter,
+    RelevanceVerifier,
+    TokenBudget,
+)
+from meve import BiEncoderScorer, MemoryConfig, MeVeConfig
+from meve import MomentaryMemory as CoreMemory
+from meve.cli import demo_corpus
+from meve.store import chroma_client
+
+pytestmark = pytest.mark.integration
+PASSAGES = demo_corpus()["passages"]
+
+
+def test_llamaindex_meve_public_api():
+    import llamaindex_meve
+
+    assert sorted(llamaindex_meve.__all__) == sorted(
+        [
+            "MeVeEmbedding",
+            "MeVePostprocessor",
+            "MeVeRetriever",
+            "MomentaryMemory",
+            "MomentaryMemoryBlock",
+            "NoveltySelector",
+            "RedundancyFilter",
+            "RelevanceVerifier",
+            "TokenBudget",
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def chroma_index(minilm, tmp_path_factory):
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    client = chroma_client(str(tmp_path_factory.mktemp("li-chroma")))
+    store = ChromaVectorStore(chroma_collection=client.get_or_create_collection("bikes"))
+    nodes = [TextNode(text=p["text"], id_=p["id"], metadata={"title": p["title"]}) for p in PASSAGES]
+    return VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=MeVeEmbedding(minilm))
+
+
+def _nodes(index, query, k=10):
+    return index.as_retriever(similarity_top_k=k).retrieve(query)
+
+
+def test_each_postprocessor_alone_without_mutating_inputs(chroma_index, minilm):
+    q = "How do pneumatic tyres make cycling more comfortable?"
+    nodes = _nodes(chroma_index, q)
+    snapshot = copy.deepcopy([(n.node.node_id, dict(n.node.metadata), n.score) for n in nodes])
+    scorer = BiEncoderScorer(minilm)
+    verified = RelevanceVerifier(tau=0.5, min_keep=3, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    assert verified[0].node.node_id == "dunlop" and verified[0].node.metadata["meve_verified"] is True
+    strict = RelevanceVerifier(tau=0.999, min_keep=2, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    assert len(strict) == 2 and all(n.node.metadata["meve_verified"] is False and "min_keep=2" in n.node.metadata["meve_note"] for n in strict)
+    assert "meve_note" not in strict[0].node.get_content(metadata_mode="llm")
+    dedup = RedundancyFilter(theta=0.85, embedder=minilm).postprocess_nodes(nodes, query_str=q)
+    ids = [n.node.node_id for n in dedup]
+    assert "dunlop" in ids and "dunlop-dup" not in ids
+    novel = NoveltySelector(embedder=minilm).postprocess_nodes(nodes, query_str=q)
+    assert len({n.node.node_id for n in novel}) == len(novel) <= len(nodes)
+    budget = TokenBudget(t_max=60).postprocess_nodes(nodes, query_str=q)
+    assert sum(n.node.metadata["meve_tokens"] for n in budget) <= 60
+    allp = MeVePostprocessor(t_max=80, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    assert allp[0].node.node_id == "dunlop" and sum(n.node.metadata["meve_tokens"] for n in allp) <= 80
+    assert [(n.node.node_id, dict(n.node.metadata), n.score) for n in nodes] == snapshot
+
+
+def test_postprocessors_work_with_the_offline_defaults():
+    nodes = [NodeWithScore(node=TextNode(text=p["text"]), score=0.5) for p in PASSAGES[:6]]
+    for pp in (RelevanceVerifier(), RedundancyFilter(), NoveltySelector(), TokenBudget(), MeVePostprocessor()):
+        out = pp.postprocess_nodes(nodes, query_str="Who built the draisine?")
+        assert out and all(isinstance(n, NodeWithScore) for n in out)
+
+
+def test_query_engine_with_meve_postprocessor_and_async(chroma_index, minilm):
+    pp = MeVePostprocessor(t_max=100, embedder=minilm, scorer=BiEncoderScorer(minilm))
+    engine = chroma_index.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=10, node_postprocessors=[pp])
+    resp = engine.query("What does the derailleur do on a bicycle?")
+    assert resp.source_nodes[0].node.node_id == "derailleur"
+    assert sum(n.node.metadata["meve_tokens"] for n in resp.source_nodes) <= 100
+    out = asyncio.run(pp.apostprocess_nodes(_nodes(chroma_index, "derailleur"), query_str="derailleur"))
+    assert out[0].node.node_id.startswith("derailleur")
+
+
+def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
+    r = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=8, t_max=120), embedder=minilm, scorer=BiEncoderScorer(minilm))
+    got = r.retrieve("How do pneumatic tyres make cycling more comfortable?")
+    ids = [n.node.node_id for n in got]
+    assert ids[0] == "dunlop" and "dunlop-dup" not in ids
+    assert r.last_result is not None and r.last_result.token_count <= 120
+    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95), embedder=minilm, scorer=BiEncoderScorer(minilm)).retrieve("Campagnolo")
+    assert "derailleur-history" in [n.node.node_id for n in fb if n.node.metadata["meve_source"] == "fallback"]
+
+    async def with_ticker():
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(tick())
+        res = await r.aretrieve("What does the derailleur do?")
+        task.cancel()
+        return res, ticks
+
+    res, ticks = asyncio.run(with_ticker())
+    assert res[0].node.node_id == "derailleur" and ticks > 0
+
+
+def _memory(minilm, **cfg):
+    core = CoreMemory("li", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(**cfg))
+    return MomentaryMemory(core)
+
+
+def test_chat_memory_get_put_set_reset_and_system_messages(minilm):
+    mem = _memory(minilm, top_k=2, l_max=40)
+    mem.put(ChatMessage(role=MessageRole.SYSTEM, content="You are a cycling assistant."))
+    for i in range(20):
+        mem.put(ChatMessage(role=MessageRole.USER, content=f"Filler remark {i} about trains and weather."))
+        mem.put(ChatMessage(role=MessageRole.ASSISTANT, content=f"Reply {i}."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="My bike is a green Brompton."))
+    mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="Nice folding bike."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="What colour is my bike?"))
+    got = mem.get()  # no input: the latest user message is the query (as agents call aget())
+    assert got[0].role == MessageRole.SYSTEM
+    assert got[-1].content == "What colour is my bike?"
+    assert any(m.content == "My bike is a green Brompton." for m in got)
+    recalled = [m for m in got if m.additional_kwargs.get("meve_recalled")]
+    assert sum(mem.core.token_counter.count(m.content) for m in recalled) <= 40
+    assert len(mem.get_all()) == 44
+    mem.set([ChatMessage(role=MessageRole.USER, content="fresh start")])
+    assert [m.content for m in mem.get_all()] == ["fresh start"]
+    asyncio.run(mem.areset())
+    assert mem.get_all() == []
+
+
+def test_chat_memory_keeps_tool_exchanges_whole(minilm):
+    mem = _memory(minilm, top_k=1, l_max=30)
+    for i in range(5):
+        mem.put(ChatMessage(role=MessageRole.USER, content=f"old {i}"))
+    mem.put(ChatMessage(role=MessageRole.USER, content="add 2 and 2"))
+    call = ChatMessage(role=MessageRole.ASSISTANT, content="", additional_kwargs={"tool_calls": [{"id": "c1", "function": {"name": "add", "arguments": "{}"}}]})
+    result = ChatMessage(role=MessageRole.TOOL, content="4", additional_kwargs={"tool_call_id": "c1"})
+    mem.put(call)
+    mem.put(result)
+    got = mem.get()
+    assert got[-3:] == [got[-3], call, result] and got[-3].content == "add 2 and 2"
+
+
+def test_chat_engine_over_a_long_conversation(minilm):
+    from llama_index.core.chat_engine import SimpleChatEngine
+
+    mem = _memory(minilm, top_k=3, l_max=80)
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=5), memory=mem)
+    for i in range(30):
+        engine.chat(f"message {i}: {'my sister Ana lives in Porto' if i == 4 else 'small talk about the weather'}")
+    resp = engine.chat("Where does my sister live?")
+    assert resp.response
+    sent = mem.get("Where does my sister live?")
+    assert any("Porto" in (m.content or "") for m in sent)
+    assert sum(mem.core.token_counter.count(m.content or "") for m in sent if m.additional_kwargs.get("meve_recalled")) <= 80
+
+
+def test_memory_block_in_llamaindex_memory(minilm):
+    from llama_index.core.memory import Memory
+
+    core = CoreMemory("block", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(top_k=2, l_max=60))
+    block = MomentaryMemoryBlock(memory=core, priority=0)
+    memory = Memory.from_defaults(session_id="block", token_limit=200, chat_history_token_ratio=0.3, token_flush_size=50, memory_blocks=[block])
+    for i in range(25):
+        memory.put(ChatMessage(role=MessageRole.USER, content=f"note {i}: {'my bike is a green Brompton' if i == 2 else 'weather chat'}"))
+        memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=f"ok {i}"))
+    assert len(core) > 0  # flushed messages reached the block
+    memory.put(ChatMessage(role=MessageRole.USER, content="What colour is my bike?"))
+    msgs = memory.get()
+    assert any("green Brompton" in (m.content or "") for m in msgs)
