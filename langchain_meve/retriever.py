@@ -54,6 +54,14 @@ class MeVeRetriever(BaseRetriever):
         return cls(meve=MeVe.from_texts(texts, **kwargs), k=k)
 
     @classmethod
+    def from_documents(cls, documents: Sequence[Document], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
+        """MindRef-style hierarchical retrieval over whole documents (no pre-chunking): documents
+        by title (``metadata['title']``) and summary, then passages inside them, with character
+        offsets in ``metadata['start']``/``['end']``. Keyword arguments go to :meth:`meve.MeVe.from_documents`."""
+        docs = [(str(d.id or d.metadata.get("id") or i), str(d.metadata.get("title", "")), d.page_content) for i, d in enumerate(documents)]
+        return cls(meve=MeVe.from_documents(docs, **kwargs), k=k)
+
+    @classmethod
     def from_vectorstore(
         cls,
         vectorstore: Any,

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 
 from llamaindex_meve.postprocessors import annotate
-from meve import ContextResult, MeVeConfig
+from meve import ContextResult, InputError, MeVe, MeVeConfig
 from meve.context import select_context
 from meve.lexical import IncrementalBM25, top_k
 from meve.models import Embedder, RelevanceScorer, default_embedder, default_scorer
@@ -36,8 +36,9 @@ class MeVeRetriever(BaseRetriever):
 
     def __init__(
         self,
-        index: Any,
+        index: Any = None,
         *,
+        core: MeVe | None = None,
         config: MeVeConfig | None = None,
         nodes: Sequence[BaseNode] | None = None,
         embedder: Embedder | None = None,
@@ -46,15 +47,28 @@ class MeVeRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if (index is None) == (core is None):
+            raise InputError("give either a VectorStoreIndex or core= (a meve.MeVe), not both or neither")
         self.index = index
-        self.config = config if config is not None else MeVeConfig()
+        self.core = core
+        self.config = config if config is not None else (core.config if core is not None else MeVeConfig())
         self._embedder = embedder if embedder is not None else default_embedder()
         self._scorer = scorer
         self._counter = get_token_counter(token_counter)
+        self.last_result: ContextResult | None = None
+        if core is not None:
+            return
         self._nodes = list(nodes) if nodes is not None else _all_nodes(index)
         self._by_id = {n.node_id: n for n in self._nodes}
         self._bm25 = IncrementalBM25([n.get_content() for n in self._nodes])
-        self.last_result: ContextResult | None = None
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Any], **kwargs: Any) -> MeVeRetriever:
+        """MindRef-style hierarchical retrieval over whole LlamaIndex Documents (no pre-chunking):
+        documents by title (``metadata['title']``) and summary, then passages inside them with
+        character offsets (``metadata['start']``/``['end']``). Keyword arguments go to ``meve.MeVe.from_documents``."""
+        docs = [(d.doc_id, str(d.metadata.get("title", "")), d.get_content()) for d in documents]
+        return cls(core=MeVe.from_documents(docs, **kwargs))
 
     def _scorer_(self) -> RelevanceScorer:
         if self._scorer is None:
@@ -63,6 +77,8 @@ class MeVeRetriever(BaseRetriever):
 
     def run(self, query: str, **overrides: Any) -> tuple[ContextResult, dict[str, NodeWithScore]]:
         query = check_query(query)
+        if self.index is None:
+            raise InputError("run() needs an index; this retriever wraps a meve.MeVe (use .core.run)")
         cfg = self.config.replace(**overrides)
         t0 = time.perf_counter()
         hits = self.index.as_retriever(similarity_top_k=cfg.k_init).retrieve(query)
@@ -92,6 +108,12 @@ class MeVeRetriever(BaseRetriever):
         return result, by_id
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if self.core is not None:
+            self.last_result = self.core.run(query_bundle.query_str)
+            return [
+                NodeWithScore(node=TextNode(text=p.text, id_=p.id, metadata={**p.metadata, "meve_source": p.source, "meve_tokens": p.tokens}), score=p.score)
+                for p in self.last_result.documents
+            ]
         result, by_id = self.run(query_bundle.query_str)
         return [annotate(by_id[p.id], p.score, meve_score=p.score, meve_source=p.source, meve_tokens=p.tokens) for p in result.documents]
 

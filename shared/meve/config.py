@@ -78,6 +78,8 @@ class MeVeConfig:
     separator: joins packed passages; its tokens count against t_max.
     max_passages: at most this many passages in the context (None: only t_max limits);
         the adapters map their ``k`` onto it.
+    k_docs: documents chosen by the document stage (hierarchical retrieval).
+    passage_tokens: size of the sentence windows scored inside chosen documents.
     """
 
     k_init: int = 20
@@ -95,6 +97,8 @@ class MeVeConfig:
     retrieval: Retrieval = "dense"
     separator: str = "\n\n"
     max_passages: int | None = None
+    k_docs: int = 5
+    passage_tokens: int = 150
 
     def __post_init__(self) -> None:
         _int("k_init", self.k_init, 1, 10_000)
@@ -114,6 +118,8 @@ class MeVeConfig:
         _choice("retrieval", self.retrieval, RETRIEVALS)
         if self.max_passages is not None:
             _int("max_passages", self.max_passages, 1, 10_000)
+        _int("k_docs", self.k_docs, 1, 10_000)
+        _int("passage_tokens", self.passage_tokens, 8, 100_000)
         if not isinstance(self.separator, str):
             raise ConfigError("separator", self.separator, "a str")
 

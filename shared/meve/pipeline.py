@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from meve.config import MeVeConfig
 from meve.context import PhaseCallback, select_context
-from meve.errors import InputError
+from meve.errors import ConfigError, InputError
 from meve.lexical import BM25Backend, make_bm25, top_k
+from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
 from meve.models import Embedder, RelevanceScorer, default_embedder, default_scorer, embedder_dimension
 from meve.records import ContextResult, Passage, PhaseRecord
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_client, unique_collection_name
@@ -89,15 +90,17 @@ class MeVe:
 
     def __init__(
         self,
-        store: PassageStore,
+        store: PassageStore | None,
         lexical: LexicalIndex,
         *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
         scorer: RelevanceScorer | None = None,
         token_counter: Any = None,
+        hierarchy: Hierarchy | None = None,
     ) -> None:
         self.store = store
+        self.hierarchy = hierarchy
         self.lexical = lexical
         self.config = config if config is not None else MeVeConfig()
         if not isinstance(self.config, MeVeConfig):
@@ -163,6 +166,26 @@ class MeVe:
         ids, texts = store.documents()
         return cls(store, LexicalIndex(ids, texts, bm25_backend), config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
 
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Any],
+        *,
+        config: MeVeConfig | None = None,
+        embedder: Embedder | None = None,
+        scorer: RelevanceScorer | None = None,
+        token_counter: Any = None,
+        summary_tokens: int = 64,
+    ) -> MeVe:
+        """Whole documents, no pre-chunking: ``(doc_id, title, text)`` tuples, dicts with those keys,
+        or :class:`meve.locate.Document`. Phase 1 is MindRef-style (documents by title + summary,
+        then sentence windows inside them); the fallback is BM25 over the windows of every document."""
+        cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
+        embedder = embedder if embedder is not None else default_embedder()
+        counter = get_token_counter(token_counter)
+        hierarchy = Hierarchy(_documents(documents), embedder, counter, cfg.passage_tokens, summary_tokens)
+        return cls(None, hierarchy.lexical, config=cfg, embedder=embedder, scorer=scorer, token_counter=counter, hierarchy=hierarchy)
+
     def add_texts(
         self,
         texts: Sequence[str],
@@ -172,6 +195,8 @@ class MeVe:
         show_progress: bool = False,
         batch_size: int = 256,
     ) -> list[str]:
+        if self.store is None:
+            raise InputError("this MeVe was built with from_documents; it has no passage store to add texts to")
         texts, ids_, metas = check_texts(texts, ids, metadatas, start=self.store.count())
         clash = set(self.lexical.ids).intersection(ids_)
         if clash:
@@ -182,6 +207,7 @@ class MeVe:
     def _ingest(self, texts: list[str], ids: list[str], metas: list[dict[str, Any] | None], *, show_progress: bool, batch_size: int) -> None:
         from tqdm.auto import tqdm
 
+        assert self.store is not None, "ingestion needs a passage store"
         bar = tqdm(total=len(texts), desc="meve: embedding", unit="passage", disable=not show_progress)
         try:
             for start in range(0, len(texts), batch_size):
@@ -212,6 +238,10 @@ class MeVe:
         """
         query = check_query(query)
         cfg = self.config.replace(**overrides)
+        if cfg.retrieval == "hierarchical":
+            return self._run_hierarchical(query, cfg, on_phase)
+        if self.store is None:
+            raise ConfigError("retrieval", cfg.retrieval, "'hierarchical' for a MeVe built with from_documents (it has no flat passage store)")
         t0 = time.perf_counter()
         qvec = self._embed_query(query)
         candidates = self.store.query(qvec, cfg.k_init)
@@ -234,7 +264,31 @@ class MeVe:
             first=retrieve,
         )
 
+    def _run_hierarchical(self, query: str, cfg: MeVeConfig, on_phase: PhaseCallback | None) -> ContextResult:
+        if self.hierarchy is None:
+            raise ConfigError("retrieval", "hierarchical", "'dense' for a MeVe built from passages; use MeVe.from_documents for hierarchical retrieval")
+        t0 = time.perf_counter()
+        qvec = self._embed_query(query)
+        docs = self.hierarchy.index.select(query, qvec, cfg.k_docs)
+        chosen = [(self.hierarchy.documents[i], score) for i, score in docs]
+        candidates = best_passages(qvec, chosen, self.embedder, self.token_counter, passage_tokens=cfg.passage_tokens, k=cfg.k_init)
+        info = {"k_init": cfg.k_init, "mode": "hierarchical", "documents": [d.id for d, _ in chosen], "doc_scores": [round(s, 4) for _, s in chosen]}
+        first = ("retrieve", _ms(t0), {p.id: p.dense_score or 0.0 for p in candidates}, info)
+        return select_context(
+            query,
+            candidates,
+            cfg,
+            scorer=lambda: self.scorer,
+            embedder=self.embedder,
+            token_counter=self.token_counter,
+            query_vec=qvec,
+            lexical=self.hierarchy.search,
+            on_phase=on_phase,
+            first=first,
+        )
+
     def _lexical_search(self, query: str, k: int) -> list[Passage]:
+        assert self.store is not None
         hits = self.lexical.search(query, k)
         fetched = {p.id: p for p in self.store.get([pid for pid, _ in hits])}
         return [fetched[pid].with_(bm25_score=s) for pid, s in hits if pid in fetched]
@@ -246,6 +300,8 @@ class MeVe:
     def baseline(self, query: str, k: int = 5) -> ContextResult:
         """Standard RAG for comparison: dense top-k, no verification and no budget."""
         query = check_query(query)
+        if self.store is None:
+            raise InputError("baseline needs a flat passage store; this MeVe was built with from_documents")
         t0 = time.perf_counter()
         docs = tuple(self.store.query(self._embed_query(query), k))
         context = "\n\n".join(p.text for p in docs)
@@ -260,6 +316,55 @@ class MeVe:
             info={"k": k},
         )
         return ContextResult(query=query, documents=docs, context=context, token_count=total, trace=(rec,), config={"k": k})
+
+
+def _documents(documents: Iterable[Any]) -> list[Document]:
+    out: list[Document] = []
+    for i, d in enumerate(documents):
+        if isinstance(d, Document):
+            out.append(d)
+        elif isinstance(d, Mapping) and {"id", "title", "text"} <= set(d):
+            out.append(Document(str(d["id"]), str(d["title"]), str(d["text"])))
+        elif isinstance(d, tuple | list) and len(d) == 3 and all(isinstance(x, str) for x in d):
+            out.append(Document(*d))
+        else:
+            raise InputError(f"documents[{i}]={d!r:.80} must be (doc_id, title, text), a dict with id/title/text, or meve.locate.Document")
+        if not out[-1].text.strip():
+            raise InputError(f"document {out[-1].id!r} has no text")
+    ids = [d.id for d in out]
+    if len(set(ids)) != len(ids):
+        raise InputError(f"duplicate document ids: {sorted({i for i in ids if ids.count(i) > 1})[:5]}")
+    return out
+
+
+class Hierarchy:
+    """Everything hierarchical retrieval needs: the document index and BM25 over every document's windows."""
+
+    def __init__(self, documents: list[Document], embedder: Embedder, counter: TokenCounter, passage_tokens: int, summary_tokens: int) -> None:
+        self.documents = documents
+        self.embedder = embedder
+        self.index = DocumentIndex(documents, embedder, counter=counter, summary_tokens=summary_tokens)
+        self.windows: list[tuple[Document, int, int]] = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, passage_tokens, counter, stride=2)]
+        self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [f"{d.title}: {d.text[a:b]}" for d, a, b in self.windows], "bm25s")
+        self._by_id = {f"{d.id}@{a}-{b}": (d, a, b) for d, a, b in self.windows}
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        hits = self.lexical.search(query, k)
+        if not hits:
+            return []
+        rows = [self._by_id[pid] for pid, _ in hits]
+        vecs = self.embedder.encode([f"{d.title}: {d.text[a:b]}" for d, a, b in rows])
+        return [
+            Passage(
+                id=pid,
+                text=d.text[a:b],
+                metadata={"doc_id": d.id, "title": d.title, "start": a, "end": b},
+                source="hierarchical",
+                bm25_score=s,
+                embedding=vecs[j],
+            )
+            for j, ((pid, s), (d, a, b)) in enumerate(zip(hits, rows, strict=True))
+        ]
 
 
 def _ms(t0: float) -> float:

@@ -231,3 +231,12 @@ async def test_middleware_async_agent_path(minilm):
     last = model.seen[-1]
     assert last[-1].content == "async message 4 about trains"
     assert sum(mem.token_counter.count(m.content) for m in last if m.additional_kwargs.get("meve_recalled")) <= 50
+
+
+def test_hierarchical_retrieval_through_langchain(minilm):
+    docs = [Document(page_content=p["text"], metadata={"title": p["title"]}, id=p["id"]) for p in demo_corpus()["passages"]]
+    r = MeVeRetriever.from_documents(docs, embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_docs=3, t_max=200))
+    got = r.invoke("Who made the first practical pneumatic tyre?")
+    assert got[0].metadata["doc_id"] in ("dunlop", "dunlop-dup")
+    src = next(p["text"] for p in demo_corpus()["passages"] if p["id"] == got[0].metadata["doc_id"])
+    assert src[got[0].metadata["start"] : got[0].metadata["end"]] == got[0].page_content

@@ -198,3 +198,13 @@ def test_memory_block_in_llamaindex_memory(minilm):
     memory.put(ChatMessage(role=MessageRole.USER, content="What colour is my bike?"))
     msgs = memory.get()
     assert any("green Brompton" in (m.content or "") for m in msgs)
+
+
+def test_hierarchical_retrieval_through_llamaindex(minilm):
+    from llama_index.core import Document as LIDocument
+
+    docs = [LIDocument(text=p["text"], doc_id=p["id"], metadata={"title": p["title"]}) for p in PASSAGES]
+    r = MeVeRetriever.from_documents(docs, embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_docs=3, t_max=200))
+    got = r.retrieve("What does the derailleur do?")
+    assert got[0].node.metadata["doc_id"].startswith("derailleur") and got[0].node.metadata["meve_source"] == "hierarchical"
+    assert r.last_result is not None and r.last_result.phase("retrieve").info["mode"] == "hierarchical"

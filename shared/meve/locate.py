@@ -1,0 +1,271 @@
+"""MindRef-style hierarchical recall (arXiv 2402.17010): documents first, then the passage inside them.
+
+* :class:`DocumentIndex` picks documents by title (BM25) and a per-document summary
+  embedding (dense), fused by min-max weighted sum: no pre-chunking.
+* :func:`best_passages` scores sentence windows of about ``passage_tokens`` tokens
+  inside the chosen documents and returns them with character offsets.
+* :class:`ExactIndex` finds every occurrence of a short string (e.g. a 16-token
+  prefix an LLM produced) in the whole corpus with a suffix array (pydivsufsort,
+  C): O(m log n + occurrences), then :meth:`ExactIndex.passage` expands a hit to
+  the passage that starts there. This is also quote → source citation checking.
+* :class:`TitleTrie` and its ``prefix_allowed_tokens_fn`` constrain a Hugging Face
+  ``generate`` so a local causal LM can only emit valid titles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from meve.chunking import sentence_spans
+from meve.errors import InputError
+from meve.fusion import weighted_sum
+from meve.lexical import IncrementalBM25
+from meve.models import Embedder
+from meve.records import Passage
+from meve.tokens import TokenCounter, count_many
+
+_SEP = b"\x00"
+
+
+@dataclass(frozen=True)
+class Span:
+    """An exact location in a source document (character offsets, end exclusive)."""
+
+    doc_id: str
+    start: int
+    end: int
+    text: str
+
+
+def _check_documents(documents: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    docs = list(documents)
+    seen: set[str] = set()
+    for i, item in enumerate(docs):
+        if not (isinstance(item, tuple | list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], str)):
+            raise InputError(f"documents[{i}]={item!r:.80} must be a (doc_id, text) pair of str")
+        if item[0] in seen:
+            raise InputError(f"duplicate doc_id {item[0]!r}")
+        if "\x00" in item[1]:
+            raise InputError(f"document {item[0]!r} contains a NUL character, which the index uses as a separator")
+        seen.add(item[0])
+    return [(d, t) for d, t in docs]
+
+
+class ExactIndex:
+    """Every occurrence of a string in a corpus, via a suffix array over the UTF-8 bytes."""
+
+    def __init__(self, documents: Sequence[tuple[str, str]]) -> None:
+        from pydivsufsort import divsufsort
+
+        self.documents = _check_documents(documents)
+        self.texts = {d: t for d, t in self.documents}
+        encoded = [t.encode("utf-8") for _, t in self.documents]
+        self._buf = _SEP.join(encoded) + _SEP
+        starts = np.zeros(len(encoded), dtype=np.int64)
+        pos = 0
+        for i, e in enumerate(encoded):
+            starts[i] = pos
+            pos += len(e) + 1
+        self._starts = starts
+        # Byte -> character offset maps, only for documents that are not pure ASCII.
+        self._char_of: dict[int, np.ndarray] = {}
+        for i, (e, (_, t)) in enumerate(zip(encoded, self.documents, strict=True)):
+            if len(e) != len(t):
+                self._char_of[i] = np.cumsum([0] + [len(ch.encode("utf-8")) for ch in t])
+        self._sa = divsufsort(np.frombuffer(self._buf, dtype=np.uint8).copy())
+
+    @classmethod
+    def from_documents(cls, documents: Iterable[tuple[str, str]]) -> ExactIndex:
+        return cls(list(documents))
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def _char(self, doc: int, byte_offset: int) -> int:
+        table = self._char_of.get(doc)
+        return byte_offset if table is None else int(np.searchsorted(table, byte_offset))
+
+    def count(self, text: str) -> int:
+        from pydivsufsort import sa_search
+
+        if not text:
+            return 0
+        n, _ = sa_search(self._buf, self._sa, text.encode("utf-8"))
+        return int(n)
+
+    def locate(self, text: str, limit: int | None = None) -> list[Span]:
+        """Every occurrence of ``text`` (exact, case-sensitive), in corpus order."""
+        from pydivsufsort import sa_search
+
+        if not isinstance(text, str) or not text:
+            raise InputError(f"locate needs a non-empty str, got {text!r}")
+        if "\x00" in text:
+            raise InputError("the text to locate contains a NUL character")
+        pattern = text.encode("utf-8")
+        n, first = sa_search(self._buf, self._sa, pattern)
+        if not n:
+            return []
+        positions = np.sort(self._sa[first : first + n])
+        if limit is not None:
+            positions = positions[:limit]
+        docs = np.searchsorted(self._starts, positions, side="right") - 1
+        spans = []
+        for pos, d in zip(positions.tolist(), docs.tolist(), strict=True):
+            doc_id, body = self.documents[d]
+            start = self._char(d, pos - int(self._starts[d]))
+            end = self._char(d, pos - int(self._starts[d]) + len(pattern))
+            spans.append(Span(doc_id, start, end, body[start:end]))
+        return spans
+
+    def passage(self, span: Span, tokens: int = 150, counter: TokenCounter | None = None) -> Span:
+        """The passage of about ``tokens`` tokens that starts at ``span`` (ending on a sentence end when one is near)."""
+        from meve.tokens import get_token_counter
+
+        counter = counter if counter is not None else get_token_counter()
+        body = self.texts[span.doc_id]
+        cut = counter.truncate(body[span.start :], tokens)
+        end = span.start + len(cut)
+        last = max(cut.rfind(". "), cut.rfind(".\n"), cut.rfind("? "), cut.rfind("! "))
+        if end < len(body) and last >= len(cut) // 2:
+            end = span.start + last + 1
+        return Span(span.doc_id, span.start, end, body[span.start : end])
+
+
+def naive_locate(documents: Sequence[tuple[str, str]], text: str) -> list[tuple[str, int]]:
+    """Reference implementation for tests: every (doc_id, start) by plain scanning."""
+    out = []
+    for doc_id, body in documents:
+        start = body.find(text)
+        while start != -1:
+            out.append((doc_id, start))
+            start = body.find(text, start + 1)
+    return out
+
+
+@dataclass(frozen=True)
+class Document:
+    """A whole document: no pre-chunking needed."""
+
+    id: str
+    title: str
+    text: str
+
+
+class DocumentIndex:
+    """Document stage: BM25 over titles fused with cosine to a summary embedding (title + opening)."""
+
+    def __init__(
+        self, documents: Sequence[Document], embedder: Embedder, *, counter: TokenCounter, summary_tokens: int = 64, weights: dict[str, float] | None = None
+    ) -> None:
+        if not documents:
+            raise InputError("documents is empty: give at least one (title, text) document")
+        self.documents = list(documents)
+        self.embedder = embedder
+        self.weights = weights if weights is not None else {"title": 0.4, "summary": 0.6}
+        self._titles = IncrementalBM25([d.title for d in self.documents])
+        summaries = [f"{d.title}: {counter.truncate(d.text, summary_tokens)}" for d in self.documents]
+        self._summary_vecs = np.asarray(embedder.encode(summaries), dtype=np.float32)
+
+    def select(self, query: str, query_vec: np.ndarray, k: int) -> list[tuple[int, float]]:
+        bm25 = self._titles.get_scores(query)
+        cos = self._summary_vecs @ query_vec
+        signals = {"title": {i: float(s) for i, s in enumerate(bm25) if s > 0}, "summary": {i: float(s) for i, s in enumerate(cos)}}
+        fused = weighted_sum(signals, self.weights)
+        return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def sentence_windows(text: str, passage_tokens: int, counter: TokenCounter, stride: int = 1) -> list[tuple[int, int]]:
+    """Windows of consecutive sentences of at most ~passage_tokens tokens, one starting at every ``stride``-th sentence."""
+    spans = sentence_spans(text)
+    if not spans:
+        return []
+    lengths = count_many(counter, [text[a:b] for a, b in spans])
+    out = []
+    for i in range(0, len(spans), stride):
+        used, j = 0, i
+        while j < len(spans) and (used + lengths[j] <= passage_tokens or j == i):
+            used += lengths[j]
+            j += 1
+        out.append((spans[i][0], spans[j - 1][1]))
+        if j == len(spans):
+            break
+    return out
+
+
+def best_passages(
+    query_vec: np.ndarray, documents: Sequence[tuple[Document, float]], embedder: Embedder, counter: TokenCounter, *, passage_tokens: int = 150, k: int = 10
+) -> list[Passage]:
+    """Passage stage: score every sentence window of the chosen documents; the best ``k``
+    (at most one starting at each sentence, overlapping windows of one document collapsed to the best)."""
+    cands: list[tuple[Document, float, int, int]] = []
+    for doc, doc_score in documents:
+        for a, b in sentence_windows(doc.text, passage_tokens, counter):
+            cands.append((doc, doc_score, a, b))
+    if not cands:
+        return []
+    vecs = embedder.encode([f"{doc.title}: {doc.text[a:b]}" for doc, _, a, b in cands])
+    sims = vecs @ query_vec
+    order = np.argsort(-sims, kind="stable")
+    chosen: list[Passage] = []
+    taken: dict[str, list[tuple[int, int]]] = {}
+    for i in order:
+        doc, doc_score, a, b = cands[int(i)]
+        if any(a < y and x < b for x, y in taken.get(doc.id, [])):
+            continue  # overlaps a better window of the same document
+        taken.setdefault(doc.id, []).append((a, b))
+        chosen.append(
+            Passage(
+                id=f"{doc.id}@{a}-{b}",
+                text=doc.text[a:b],
+                metadata={"doc_id": doc.id, "title": doc.title, "start": a, "end": b, "doc_score": doc_score},
+                source="hierarchical",
+                dense_score=float(sims[i]),
+                embedding=vecs[int(i)],
+            )
+        )
+        if len(chosen) >= k:
+            break
+    return chosen
+
+
+class TitleTrie:
+    """A trie over the token ids of every valid title, ending in ``eos_token_id``."""
+
+    def __init__(self, titles: Iterable[str], tokenizer: Any, eos_token_id: int | None = None) -> None:
+        self.eos = int(eos_token_id if eos_token_id is not None else tokenizer.eos_token_id)
+        self.root: dict[int, dict] = {}
+        self.titles: dict[tuple[int, ...], str] = {}
+        for title in titles:
+            ids = tuple(int(t) for t in tokenizer.encode(title, add_special_tokens=False))
+            if not ids:
+                continue
+            self.titles[ids] = title
+            node = self.root
+            for tok in (*ids, self.eos):
+                node = node.setdefault(tok, {})
+
+    def allowed(self, prefix: Sequence[int]) -> list[int]:
+        node = self.root
+        for tok in prefix:
+            if tok not in node:
+                return [self.eos]
+            node = node[tok]
+        return list(node) or [self.eos]
+
+    def title_for(self, ids: Sequence[int]) -> str | None:
+        ids = [int(t) for t in ids]
+        if self.eos in ids:
+            ids = ids[: ids.index(self.eos)]
+        return self.titles.get(tuple(ids))
+
+    def prefix_allowed_tokens_fn(self, prompt_length: int) -> Callable[[int, Any], list[int]]:
+        """For ``model.generate(..., prefix_allowed_tokens_fn=trie.prefix_allowed_tokens_fn(len(prompt)))``."""
+
+        def fn(batch_id: int, input_ids: Any) -> list[int]:
+            return self.allowed([int(t) for t in input_ids[prompt_length:]])
+
+        return fn

@@ -1,0 +1,93 @@
+"""MindRef pieces: exact localisation (oracle-tested against naive search), document and passage stages."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meve import ConfigError, InputError, MeVe, MeVeConfig, get_token_counter
+from meve.locate import Document, ExactIndex, Span, naive_locate, sentence_windows
+from tests.fakes import FakeEmbedder, FakeScorer
+
+ALPHABET = "abé c.\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    docs=st.lists(st.text(alphabet=ALPHABET, min_size=0, max_size=60), min_size=1, max_size=6),
+    needle=st.text(alphabet=ALPHABET, min_size=1, max_size=4),
+)
+def test_exact_index_matches_naive_search(docs, needle):
+    documents = [(f"d{i}", t) for i, t in enumerate(docs)]
+    index = ExactIndex.from_documents(documents)
+    got = [(s.doc_id, s.start) for s in index.locate(needle)]
+    assert sorted(got) == sorted(naive_locate(documents, needle))
+    assert index.count(needle) == len(got)
+    for s in index.locate(needle):
+        assert s.text == needle == index.texts[s.doc_id][s.start : s.end]
+
+
+def test_passage_expands_from_the_hit_and_quotes_can_be_checked():
+    body = "Intro sentence here. The Eiffel Tower was completed in 1889 for the World's Fair. It is made of wrought iron. " * 3
+    index = ExactIndex.from_documents([("eiffel", body), ("other", "Nothing to see.")])
+    spans = index.locate("The Eiffel Tower was completed")
+    assert [s.doc_id for s in spans] == ["eiffel"] * 3
+    p = index.passage(spans[0], tokens=20)
+    assert p.text.startswith("The Eiffel Tower was completed") and p.text.endswith(".")
+    assert get_token_counter().count(p.text) <= 20
+    assert index.locate("completed in 1890") == []  # a misquote is not grounded
+    with pytest.raises(InputError):
+        index.locate("")
+    with pytest.raises(InputError, match="duplicate doc_id"):
+        ExactIndex.from_documents([("a", "x"), ("a", "y")])
+    assert isinstance(spans[0], Span)
+
+
+def test_sentence_windows_cover_the_text_within_the_budget():
+    counter = get_token_counter()
+    text = " ".join(f"Sentence number {i} has a few words." for i in range(20))
+    wins = sentence_windows(text, 30, counter)
+    assert wins[0][0] == 0 and wins[-1][1] == len(text)
+    assert all(counter.count(text[a:b]) <= 31 for a, b in wins)
+
+
+DOCS = [
+    Document("eiffel", "Eiffel Tower", "The Eiffel Tower is in Paris. It was completed in 1889. Gustave Eiffel's company built it."),
+    Document("banana", "Banana", "Bananas are rich in potassium. They grow in tropical climates. Bananas are yellow when ripe."),
+    Document("everest", "Mount Everest", "Everest is the highest mountain on Earth. It lies in the Himalayas. Climbers attempt it in May."),
+]
+
+
+def test_hierarchical_meve_picks_documents_then_passages_with_offsets():
+    m = MeVe.from_documents(DOCS, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_docs=1, k_init=3, tau=0.0, t_max=100))
+    r = m.run("When was the Eiffel Tower completed?")
+    assert r.phase("retrieve").info["documents"] == ["eiffel"]
+    top = r.documents[0]
+    assert top.metadata["doc_id"] == "eiffel" and top.source == "hierarchical"
+    body = DOCS[0].text
+    assert body[top.metadata["start"] : top.metadata["end"]] == top.text
+    assert r.token_count <= 100
+    with pytest.raises(ConfigError, match="retrieval='dense'"):
+        m.run("x", retrieval="dense")
+    flat = MeVe.from_texts(["a text"], embedder=FakeEmbedder(), scorer=FakeScorer())
+    with pytest.raises(ConfigError, match="from_documents"):
+        flat.run("a", retrieval="hierarchical")
+
+
+def test_hierarchical_fallback_uses_bm25_over_every_document():
+    m = MeVe.from_documents(
+        [(d.id, d.title, d.text) for d in DOCS], embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_docs=1, tau=0.99, n_min=2)
+    )
+    r = m.run("Himalayas climbers potassium")
+    assert r.phase("fallback").info["triggered"] is True
+    assert {d.metadata["doc_id"] for d in r.documents} >= {"everest", "banana"} - {r.phase("retrieve").info["documents"][0]}
+
+
+def test_bad_documents():
+    with pytest.raises(InputError, match="must be"):
+        MeVe.from_documents([("only", "two")], embedder=FakeEmbedder(), scorer=FakeScorer())
+    with pytest.raises(InputError, match="duplicate document ids"):
+        MeVe.from_documents([("a", "t", "x"), ("a", "t", "y")], embedder=FakeEmbedder(), scorer=FakeScorer())
+    with pytest.raises(InputError, match="documents is empty"):
+        MeVe.from_documents([], embedder=FakeEmbedder(), scorer=FakeScorer())
