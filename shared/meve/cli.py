@@ -65,9 +65,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise MeVeError("no text found in the given files")
     client = chroma_client(args.db)
     meve = MeVe.from_texts(texts, ids=ids, metadatas=metas, client=client, collection_name=args.collection, show_progress=True)
-    _console().print(
-        f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {meve.store.count() if meve.store else 0} in all)"
-    )
+    total = meve.store.count() if meve.store else 0
+    _console().print(f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all)")
     return 0
 
 
