@@ -37,11 +37,16 @@ lint: $(STAMP) ## ruff + mypy
 	$(VENV)/bin/ruff format --check shared langchain_meve llamaindex_meve
 	$(VENV)/bin/mypy
 
-bench: $(STAMP) ## every benchmark (minutes to hours; not in CI); writes benchmarks/results and BENCHMARKS.md
-	$(PY) -m benchmarks.run --full
+BENCH_STAMP := $(VENV)/.stamp-bench
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[all,dev,bench]"
+	touch $(BENCH_STAMP)
 
-bench-quick: $(STAMP) ## a small slice of the benchmarks (< 5 minutes)
-	$(PY) -m benchmarks.run --quick
+bench: $(BENCH_STAMP) ## every benchmark (about an hour on 2 cores; not in CI); writes benchmarks/results and BENCHMARKS.md
+	$(PY) -m benchmarks.run --full $(if $(DATA),--data $(DATA))
+
+bench-quick: $(BENCH_STAMP) ## small slices of every benchmark (a few minutes once embeddings are cached)
+	$(PY) -m benchmarks.run --quick $(if $(DATA),--data $(DATA))
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,208 +1,95 @@
-"""meve benchmarks (not in CI). Writes benchmarks/results/*.json and BENCHMARKS.md.
+"""meve benchmarks (not in CI): writes benchmarks/results/*.json, PNG plots and BENCHMARKS.md.
 
-    make bench-quick      # python -m benchmarks.run --quick   (1k and 10k turns; < 5 minutes)
-    make bench            # python -m benchmarks.run --full    (adds 100k turns)
+    make bench-quick    # python -m benchmarks.run --quick   (small slices; minutes once embeddings are cached)
+    make bench          # python -m benchmarks.run --full    (everything; about an hour on 2 CPU cores)
+    python -m benchmarks.run --full --data /path/to/data --only quality,memory
 
-Implemented so far: Momentary Contexts scaling (add / reconstruct latency vs. turns in one
-session, with and without model time) and the collection-layout choice (shared collection with
-a `where` filter vs. one collection per session). The MeVe quality table, the LoCoMo recall
-study and the LangChain/LlamaIndex races (issue 6) are not written yet.
+Data come from ../shared/data by default (hotpotqa/, wikipedia/, locomo/); pass --data elsewhere.
+Embeddings are cached under benchmarks/.cache, so no text is embedded twice across runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import statistics
 import time
 from datetime import datetime, timezone
-from pathlib import Path
+from typing import Any
 
-import numpy as np
+from benchmarks import report
+from benchmarks.common import RESULTS, data_dir, embedder, machine
 
-RESULTS = Path(__file__).resolve().parent / "results"
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class HashEmbedder:
-    """Model-free embedder (bag of hashed words, 384-d) so that timings exclude model inference."""
-
-    name = "hash-384"
-    dimension = 384
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, hash(w) % self.dimension] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
-
-
-WORDS = [
-    "bike",
-    "marathon",
-    "sister",
-    "porto",
-    "peanut",
-    "allergy",
-    "garden",
-    "hospital",
-    "train",
-    "weather",
-    "recipe",
-    "dog",
-    "beagle",
-    "lyon",
-    "coffee",
-    "book",
-    "film",
-    "music",
-    "holiday",
-    "work",
-]
-
-
-def _turn(rng, i):
-    return f"turn {i}: " + " ".join(rng.choice(WORDS, size=12))
-
-
-def _pct(xs, q):
-    return float(np.percentile(xs, q))
-
-
-def memory_scaling(sizes, reps=30):
-    from meve import MemoryConfig, MomentaryMemory, default_embedder
-    from meve.store import chroma_client
-
-    rng = np.random.default_rng(0)
-    model = default_embedder().inner  # uncached: the real per-call model time
-    model.encode(["warm up"])
-    t0 = time.perf_counter()
-    for i in range(reps):
-        model.encode([_turn(rng, i)])
-    model_ms = (time.perf_counter() - t0) * 1000 / reps
-    rows = []
-    for n in sizes:
-        mem = MomentaryMemory(
-            "bench", client=chroma_client(), embedders=[HashEmbedder()], config=MemoryConfig(top_k=8, l_max=1024), collection_prefix=f"b{time.time_ns()}"
-        )
-        t0 = time.perf_counter()
-        for start in range(0, n, 5000):
-            mem.add_many([_turn(rng, i) for i in range(start, min(n, start + 5000))])
-        fill_s = time.perf_counter() - t0
-        add_ms, rec_ms = [], []
-        for i in range(reps):
-            t0 = time.perf_counter()
-            mem.add(_turn(rng, n + i))
-            add_ms.append((time.perf_counter() - t0) * 1000)
-            t0 = time.perf_counter()
-            mem.reconstruct(" ".join(rng.choice(WORDS, size=6)))
-            rec_ms.append((time.perf_counter() - t0) * 1000)
-        rows.append(
-            {
-                "turns": n,
-                "fill_s": round(fill_s, 2),
-                "add_ms_p50": round(statistics.median(add_ms), 2),
-                "add_ms_p95": round(_pct(add_ms, 95), 2),
-                "reconstruct_ms_p50": round(statistics.median(rec_ms), 2),
-                "reconstruct_ms_p95": round(_pct(rec_ms, 95), 2),
-                "model_ms_per_call": round(model_ms, 2),
-                "add_with_model_ms_p50": round(statistics.median(add_ms) + model_ms, 2),
-                "reconstruct_with_model_ms_p50": round(statistics.median(rec_ms) + model_ms, 2),
-            }
-        )
-        print(rows[-1], flush=True)
-    return {
-        "name": "memory_scaling",
-        "rows": rows,
-        "notes": (
-            "meve+Chroma time measured with a model-free embedder; model time = one MiniLM encode of a turn on this CPU, "
-            "added for the 'with model' columns (add and reconstruct each embed one text)."
-        ),
-    }
-
-
-def collection_layout(total, share=0.01, reps=30):
-    from meve.store import chroma_client
-
-    rng = np.random.default_rng(1)
-    client = chroma_client()
-    dim = 384
-    n_small = max(1, int(total * share))
-    vecs = rng.standard_normal((total, dim)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    shared = client.create_collection(f"layout-shared-{time.time_ns()}", metadata={"hnsw:space": "cosine"}, embedding_function=None)
-    per = client.create_collection(f"layout-own-{time.time_ns()}", metadata={"hnsw:space": "cosine"}, embedding_function=None)
-    sessions = ["small"] * n_small + ["big"] * (total - n_small)
-    for i in range(0, total, 5000):
-        shared.add(
-            ids=[str(j) for j in range(i, min(total, i + 5000))], embeddings=vecs[i : i + 5000], metadatas=[{"session_id": s} for s in sessions[i : i + 5000]]
-        )
-    per.add(ids=[str(j) for j in range(n_small)], embeddings=vecs[:n_small])
-    q = rng.standard_normal((reps, dim)).astype(np.float32)
-
-    def timed(fn):
-        out = []
-        for v in q:
-            t0 = time.perf_counter()
-            fn(v)
-            out.append((time.perf_counter() - t0) * 1000)
-        return round(statistics.median(out), 2)
-
-    row = {
-        "total_docs": total,
-        "session_share": share,
-        "shared_collection_where_ms_p50": timed(lambda v: shared.query(query_embeddings=[v], n_results=10, where={"session_id": "small"})),
-        "shared_collection_unfiltered_ms_p50": timed(lambda v: shared.query(query_embeddings=[v], n_results=10)),
-        "own_collection_ms_p50": timed(lambda v: per.query(query_embeddings=[v], n_results=10)),
-    }
-    print(row, flush=True)
-    return {"name": "collection_layout", "rows": [row]}
-
-
-def write_markdown(results, command):
-    lines = [
-        "# BENCHMARKS",
-        "",
-        f"Generated by `{command}` on {datetime.now(timezone.utc).isoformat(timespec='seconds')}; machine: {platform.machine()}, "
-        f"{platform.processor() or 'cpu'}, Python {platform.python_version()}, CPU only (no GPU was lent to this task). "
-        "CPU figures are indicative; ratios and growth matter more than absolute times.",
-        "",
-    ]
-    for res in results:
-        lines += [f"## {res['name']}", "", f"Reproduce: `{command}`", ""]
-        if res.get("notes"):
-            lines += [res["notes"], ""]
-        rows = res["rows"]
-        keys = list(rows[0])
-        lines += ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-        lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
-        lines.append("")
-    lines += [
-        "## Not yet measured",
-        "",
-        "The MeVe quality table (HotpotQA/Wikipedia), the LoCoMo memory recall study, and the LangChain/LlamaIndex speed races",
-        "of issue 6, and the hierarchical retrieval benchmark of issue 7, are not implemented yet.",
-        "",
-    ]
-    (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
+SECTIONS = ("quality", "hierarchical", "memory", "memory_speed", "speed")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true")
-    mode.add_argument("--full", action="store_true")
+    mode.add_argument("--quick", action="store_true", help="small slices (default)")
+    mode.add_argument("--full", action="store_true", help="every dataset and size")
+    parser.add_argument("--data", help="folder holding hotpotqa/, wikipedia/, locomo/ (default ../shared/data)")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
     args = parser.parse_args()
-    sizes = [1_000, 10_000, 100_000] if args.full else [1_000, 10_000]
-    command = "make bench" if args.full else "make bench-quick"
+    full = bool(args.full)
+    data = data_dir(args.data)
+    only = set(args.only.split(",")) if args.only else set(SECTIONS)
+    command = ("make bench" if full else "make bench-quick") + (f" (--only {args.only})" if args.only else "")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    results = [memory_scaling(sizes), collection_layout(100_000 if args.full else 20_000)]
-    for res in results:
-        (RESULTS / f"{res['name']}.json").write_text(json.dumps({**res, "command": command}, indent=2))
-    write_markdown(results, command)
+    embedder().inner.encode(["warm up"])  # model load is not part of any timing below
+
+    def save(name: str, payload: dict[str, Any]) -> None:
+        payload = {
+            **payload,
+            "command": command,
+            "mode": "full" if full else "quick",
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(),
+        }
+        (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
+        embedder().save()
+        print(f"wrote benchmarks/results/{name}.json", flush=True)
+
+    t0 = time.perf_counter()
+    if "quality" in only:
+        from benchmarks import quality
+
+        save("quality_hotpotqa", quality.hotpot(data, full, limit=None if full else 40))
+        save("quality_wikipedia", quality.wikipedia(data))
+    if "hierarchical" in only:
+        from benchmarks import quality
+
+        save(
+            "hierarchical",
+            {
+                "hotpotqa": quality.hierarchical_vs_flat(data, full, limit=None if full else 40),
+                "exact_localisation": quality.exact_localisation(data, [1_000, 10_000, 100_000] if full else [1_000, 10_000]),
+            },
+        )
+    if "memory" in only:
+        from benchmarks import memory_recall
+
+        save("memory_locomo", memory_recall.run(data, conversations=None if full else 1, questions=None if full else 60))
+    if "memory_speed" in only:
+        from benchmarks import memory_speed
+
+        save(
+            "memory_speed",
+            {
+                "scaling": memory_speed.memory_scaling([1_000, 10_000, 100_000] if full else [1_000, 10_000]),
+                "layout": memory_speed.collection_layout(100_000 if full else 20_000),
+            },
+        )
+    if "speed" in only:
+        from benchmarks import speed
+
+        payload = {
+            "bm25": speed.bm25_backends(data, [1_000, 10_000, 100_000] if full else [1_000, 10_000]),
+            "verification": speed.verification_cost(data, n_queries=20 if full else 5),
+            "race": speed.race(data, [1_000, 10_000, 100_000] if full else [1_000], n_queries=20 if full else 5),
+        }
+        save("speed", payload)
+    report.write()
+    print(f"done in {time.perf_counter() - t0:.0f}s; BENCHMARKS.md regenerated", flush=True)
 
 
 if __name__ == "__main__":

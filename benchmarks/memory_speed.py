@@ -1,0 +1,146 @@
+"""Momentary Contexts speed: add / reconstruct latency vs. turns in one session (with and without
+model time) and the Chroma collection-layout choice (shared collection + where filter vs. one per session)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+
+class HashEmbedder:
+    """Model-free embedder (bag of hashed words, 384-d) so that timings exclude model inference."""
+
+    name = "hash-384"
+    dimension = 384
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, hash(w) % self.dimension] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+WORDS = [
+    "bike",
+    "marathon",
+    "sister",
+    "porto",
+    "peanut",
+    "allergy",
+    "garden",
+    "hospital",
+    "train",
+    "weather",
+    "recipe",
+    "dog",
+    "beagle",
+    "lyon",
+    "coffee",
+    "book",
+    "film",
+    "music",
+    "holiday",
+    "work",
+]
+
+
+def _turn(rng, i):
+    return f"turn {i}: " + " ".join(rng.choice(WORDS, size=12))
+
+
+def _pct(xs, q):
+    return float(np.percentile(xs, q))
+
+
+def memory_scaling(sizes, reps=30):
+    from meve import MemoryConfig, MomentaryMemory, default_embedder
+    from meve.store import chroma_client
+
+    rng = np.random.default_rng(0)
+    model = default_embedder().inner  # uncached: the real per-call model time
+    model.encode(["warm up"])
+    t0 = time.perf_counter()
+    for i in range(reps):
+        model.encode([_turn(rng, i)])
+    model_ms = (time.perf_counter() - t0) * 1000 / reps
+    rows = []
+    for n in sizes:
+        mem = MomentaryMemory(
+            "bench", client=chroma_client(), embedders=[HashEmbedder()], config=MemoryConfig(top_k=8, l_max=1024), collection_prefix=f"b{time.time_ns()}"
+        )
+        t0 = time.perf_counter()
+        for start in range(0, n, 5000):
+            mem.add_many([_turn(rng, i) for i in range(start, min(n, start + 5000))])
+        fill_s = time.perf_counter() - t0
+        add_ms, rec_ms = [], []
+        for i in range(reps):
+            t0 = time.perf_counter()
+            mem.add(_turn(rng, n + i))
+            add_ms.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            mem.reconstruct(" ".join(rng.choice(WORDS, size=6)))
+            rec_ms.append((time.perf_counter() - t0) * 1000)
+        rows.append(
+            {
+                "turns": n,
+                "fill_s": round(fill_s, 2),
+                "add_ms_p50": round(statistics.median(add_ms), 2),
+                "add_ms_p95": round(_pct(add_ms, 95), 2),
+                "reconstruct_ms_p50": round(statistics.median(rec_ms), 2),
+                "reconstruct_ms_p95": round(_pct(rec_ms, 95), 2),
+                "model_ms_per_call": round(model_ms, 2),
+                "add_with_model_ms_p50": round(statistics.median(add_ms) + model_ms, 2),
+                "reconstruct_with_model_ms_p50": round(statistics.median(rec_ms) + model_ms, 2),
+            }
+        )
+        print(rows[-1], flush=True)
+    return {
+        "name": "memory_scaling",
+        "rows": rows,
+        "notes": (
+            "meve+Chroma time measured with a model-free embedder; model time = one MiniLM encode of a turn on this CPU, "
+            "added for the 'with model' columns (add and reconstruct each embed one text)."
+        ),
+    }
+
+
+def collection_layout(total, share=0.01, reps=30):
+    from meve.store import chroma_client
+
+    rng = np.random.default_rng(1)
+    client = chroma_client()
+    dim = 384
+    n_small = max(1, int(total * share))
+    vecs = rng.standard_normal((total, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    shared = client.create_collection(f"layout-shared-{time.time_ns()}", metadata={"hnsw:space": "cosine"}, embedding_function=None)
+    per = client.create_collection(f"layout-own-{time.time_ns()}", metadata={"hnsw:space": "cosine"}, embedding_function=None)
+    sessions = ["small"] * n_small + ["big"] * (total - n_small)
+    for i in range(0, total, 5000):
+        shared.add(
+            ids=[str(j) for j in range(i, min(total, i + 5000))], embeddings=vecs[i : i + 5000], metadatas=[{"session_id": s} for s in sessions[i : i + 5000]]
+        )
+    per.add(ids=[str(j) for j in range(n_small)], embeddings=vecs[:n_small])
+    q = rng.standard_normal((reps, dim)).astype(np.float32)
+
+    def timed(fn):
+        out = []
+        for v in q:
+            t0 = time.perf_counter()
+            fn(v)
+            out.append((time.perf_counter() - t0) * 1000)
+        return round(statistics.median(out), 2)
+
+    row = {
+        "total_docs": total,
+        "session_share": share,
+        "shared_collection_where_ms_p50": timed(lambda v: shared.query(query_embeddings=[v], n_results=10, where={"session_id": "small"})),
+        "shared_collection_unfiltered_ms_p50": timed(lambda v: shared.query(query_embeddings=[v], n_results=10)),
+        "own_collection_ms_p50": timed(lambda v: per.query(query_embeddings=[v], n_results=10)),
+    }
+    print(row, flush=True)
+    return {"name": "collection_layout", "rows": [row]}

@@ -1,0 +1,257 @@
+"""Speed, side by side in one process on the same models: MeVe vs the LangChain and LlamaIndex
+compositions a user would build today; BM25 backends; verification cost; meve's own overhead.
+
+The cross-encoder for every system is all-MiniLM-L6-v2's encoder with a fresh (random) 1-logit
+head, saved once under benchmarks/.cache: exactly the architecture and cost of
+cross-encoder/ms-marco-MiniLM-L-6-v2 (which cannot be downloaded here). Its scores mean nothing,
+so these runs measure time, not quality.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from benchmarks.common import CACHE, embedder, pct
+from meve import CrossEncoderScorer, MeVe, MeVeConfig
+from meve.chunking import split_sentences
+from meve.lexical import Bm25sBackend, RankBM25Backend, top_k
+
+
+def cross_encoder_path() -> str:
+    path = CACHE / "minilm-l6-cross-encoder-random-head"
+    if not (path / "config.json").exists():
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from meve.models import default_model_path
+
+        model = AutoModelForSequenceClassification.from_pretrained(default_model_path(), num_labels=1)
+        model.save_pretrained(path)
+        AutoTokenizer.from_pretrained(default_model_path()).save_pretrained(path)
+    return str(path)
+
+
+def corpus(data: Path, n: int) -> list[str]:
+    """n passages: HotpotQA paragraphs, then 3-sentence combinations of their sentences (deterministic)."""
+    q500 = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").read_text())
+    paras = list(dict.fromkeys(f"{t}: {' '.join(s)}" for q in q500 for t, s in q["context"]))
+    if n <= len(paras):
+        return paras[:n]
+    sents = [s for p in paras for s in split_sentences(p.split(": ", 1)[1])]
+    rng = np.random.default_rng(0)
+    extra = [" ".join(sents[i] for i in rng.integers(len(sents), size=3)) for _ in range(n - len(paras))]
+    return paras + extra
+
+
+def queries(data: Path, n: int) -> list[str]:
+    q500 = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").read_text())
+    return [q["question"] for q in q500[:n]]
+
+
+def _rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 1e6
+
+
+def _time(fn, qs: list[str]) -> list[float]:
+    fn(qs[0])  # warm-up (loads models, fills query caches)
+    out = []
+    for q in qs:
+        t0 = time.perf_counter()
+        fn(q)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def _st_cross_encoder(path: str) -> Any:
+    """The same sentence-transformers CrossEncoder behind LangChain's BaseCrossEncoder interface."""
+    from langchain_community.cross_encoders.base import BaseCrossEncoder
+    from sentence_transformers import CrossEncoder
+
+    class STCrossEncoder(BaseCrossEncoder):
+        def __init__(self) -> None:
+            self.model = CrossEncoder(path, device="cpu")
+
+        def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+            return [float(x) for x in self.model.predict(text_pairs, show_progress_bar=False)]
+
+    return STCrossEncoder()
+
+
+def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20) -> dict[str, Any]:
+    from langchain_chroma import Chroma
+    from langchain_classic.retrievers import ContextualCompressionRetriever, EnsembleRetriever
+    from langchain_classic.retrievers.document_compressors import CrossEncoderReranker, DocumentCompressorPipeline
+    from langchain_community.document_transformers import EmbeddingsRedundantFilter
+    from langchain_community.retrievers import BM25Retriever
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.llms.mock import MockLLM
+    from llama_index.core.postprocessor import SentenceTransformerRerank, SimilarityPostprocessor
+    from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.core.schema import TextNode
+    from llama_index.retrievers.bm25 import BM25Retriever as LIBM25Retriever
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    from langchain_meve import MeVeRetriever
+    from llamaindex_meve import MeVeEmbedding
+    from meve.store import chroma_client
+
+    emb = embedder()
+    ce_path = cross_encoder_path()
+    qs = queries(data, n_queries)
+
+    class CachedLCEmbeddings(Embeddings):
+        def embed_documents(self, texts):
+            return emb.encode(texts).tolist()
+
+        def embed_query(self, text):
+            return emb.encode([text])[0].tolist()
+
+    rows = []
+    for n in sizes:
+        texts = corpus(data, n)
+        t0 = time.perf_counter()
+        emb.encode(texts)  # once, cached on disk: index builds below exclude model time
+        embed_s = time.perf_counter() - t0
+        emb.save()
+        row: dict[str, Any] = {"passages": n, "embed_s_uncached_or_cached": round(embed_s, 1)}
+        ids = [f"p{i}" for i in range(n)]
+
+        gc.collect()
+        m0, t0 = _rss_mb(), time.perf_counter()
+        meve = MeVeRetriever.from_texts(
+            texts, ids=ids, embedder=emb, scorer=CrossEncoderScorer(ce_path), config=MeVeConfig(k_init=k, t_max=512), batch_size=2048
+        )
+        row["meve_build_s"] = round(time.perf_counter() - t0, 2)
+        row["meve_build_mb"] = round(_rss_mb() - m0, 1)
+        traces: list[Any] = []
+        lat = _time(lambda q, m=meve, tr=traces: tr.append(m.meve.run(q)), qs)
+        row["meve_ms_p50"], row["meve_ms_p95"] = round(pct(lat, 50), 1), round(pct(lat, 95), 1)
+        overhead = [
+            r.total_ms - r.phase("verify").ms - sum((rec.info.get("pairs_scored", 0) and rec.ms) or 0 for rec in r.trace if rec.phase == "fallback")
+            for r in traces[1:]
+        ]
+        row["meve_overhead_ms_p50"] = round(pct(overhead, 50), 2)
+
+        gc.collect()
+        m0, t0 = _rss_mb(), time.perf_counter()
+        docs = [Document(page_content=t, id=i) for t, i in zip(texts, ids, strict=True)]
+        store = Chroma(collection_name=f"lc{time.time_ns()}", embedding_function=CachedLCEmbeddings(), client=chroma_client())
+        for i in range(0, n, 2048):
+            store.add_documents(docs[i : i + 2048], ids=ids[i : i + 2048])
+        bm25 = BM25Retriever.from_documents(docs, k=k)
+        ensemble = EnsembleRetriever(retrievers=[store.as_retriever(search_kwargs={"k": k}), bm25], weights=[0.5, 0.5])
+        pipeline = DocumentCompressorPipeline(
+            transformers=[CrossEncoderReranker(model=_st_cross_encoder(ce_path), top_n=10), EmbeddingsRedundantFilter(embeddings=CachedLCEmbeddings())]
+        )
+        lc = ContextualCompressionRetriever(base_compressor=pipeline, base_retriever=ensemble)
+        row["langchain_build_s"] = round(time.perf_counter() - t0, 2)
+        row["langchain_build_mb"] = round(_rss_mb() - m0, 1)
+        lat = _time(lambda q, r=lc: r.invoke(q), qs)
+        row["langchain_ms_p50"], row["langchain_ms_p95"] = round(pct(lat, 50), 1), round(pct(lat, 95), 1)
+
+        gc.collect()
+        m0, t0 = _rss_mb(), time.perf_counter()
+        nodes = [TextNode(text=t, id_=i) for t, i in zip(texts, ids, strict=True)]
+        li_store = ChromaVectorStore(chroma_collection=chroma_client().create_collection(f"li{time.time_ns()}"))
+        index = VectorStoreIndex(
+            nodes, storage_context=StorageContext.from_defaults(vector_store=li_store), embed_model=MeVeEmbedding(emb), insert_batch_size=2048
+        )
+        fusion = QueryFusionRetriever(
+            [index.as_retriever(similarity_top_k=k), LIBM25Retriever.from_defaults(nodes=nodes, similarity_top_k=k)],
+            similarity_top_k=k,
+            num_queries=1,
+            mode="reciprocal_rerank",
+            use_async=False,
+            llm=MockLLM(),
+        )
+        rerank = SentenceTransformerRerank(model=ce_path, top_n=10, device="cpu")
+        cutoff = SimilarityPostprocessor(similarity_cutoff=0.5)
+        row["llamaindex_build_s"] = round(time.perf_counter() - t0, 2)
+        row["llamaindex_build_mb"] = round(_rss_mb() - m0, 1)
+
+        def li_query(q: str, fusion: Any = fusion, rerank: Any = rerank, cutoff: Any = cutoff) -> Any:
+            from llama_index.core.schema import QueryBundle
+
+            bundle = QueryBundle(q)
+            return cutoff.postprocess_nodes(rerank.postprocess_nodes(fusion.retrieve(bundle), bundle), bundle)
+
+        lat = _time(li_query, qs)
+        row["llamaindex_ms_p50"], row["llamaindex_ms_p95"] = round(pct(lat, 50), 1), round(pct(lat, 95), 1)
+        row["langchain_over_meve_p50"] = round(row["langchain_ms_p50"] / row["meve_ms_p50"], 2)
+        row["llamaindex_over_meve_p50"] = round(row["llamaindex_ms_p50"] / row["meve_ms_p50"], 2)
+        rows.append(row)
+        print(row, flush=True)
+        del meve, store, index, lc, fusion
+    return {"rows": rows, "k": k, "queries": n_queries, "cross_encoder": "MiniLM-L6 encoder + random 1-logit head (timing only)"}
+
+
+def bm25_backends(data: Path, sizes: list[int], n_queries: int = 50) -> list[dict[str, Any]]:
+    qs = queries(data, n_queries)
+    rows = []
+    for n in sizes:
+        texts = corpus(data, n)
+        row: dict[str, Any] = {"passages": n}
+        for name, cls in (("bm25s", Bm25sBackend), ("rank_bm25", RankBM25Backend)):
+            t0 = time.perf_counter()
+            bm = cls(texts)
+            bm.get_scores("warm up index")
+            row[f"{name}_build_s"] = round(time.perf_counter() - t0, 3)
+            lat = []
+            for q in qs:
+                t0 = time.perf_counter()
+                top_k(bm.get_scores(q), 10)
+                lat.append((time.perf_counter() - t0) * 1000)
+            row[f"{name}_query_ms_p50"] = round(pct(lat, 50), 3)
+        row["build_ratio_rank_over_bm25s"] = round(row["rank_bm25_build_s"] / row["bm25s_build_s"], 1)
+        row["query_ratio_rank_over_bm25s"] = round(row["rank_bm25_query_ms_p50"] / row["bm25s_query_ms_p50"], 1)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def verification_cost(data: Path, n_queries: int = 20, k: int = 20, tau: float = 0.5) -> dict[str, Any]:
+    """meve's scorer (length-sorted batches) and its 256-token cap vs a plain CrossEncoder.predict on the same pairs."""
+    from sentence_transformers import CrossEncoder
+
+    ce_path = cross_encoder_path()
+    emb = embedder()
+    texts = corpus(data, 2000)
+    meve = MeVe.from_texts(texts, embedder=emb, scorer=CrossEncoderScorer(ce_path), config=MeVeConfig(k_init=k))
+    plain = CrossEncoder(ce_path, device="cpu")
+    scorer = CrossEncoderScorer(ce_path)
+    capped = CrossEncoderScorer(ce_path, max_length=256)
+    qs = queries(data, n_queries)
+    t_plain, t_meve, t_cap, agree, agree_cap = [], [], [], [], []
+    for q in qs:
+        cands = [p.text for p in meve.store.query(emb.encode([q])[0], k)]
+        pairs = [(q, c) for c in cands]
+        plain.predict(pairs[:2], show_progress_bar=False)
+        t0 = time.perf_counter()
+        ref = np.asarray(plain.predict(pairs, batch_size=32, show_progress_bar=False))
+        t_plain.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        got = scorer.score(q, cands)
+        t_meve.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        cap = capped.score(q, cands)
+        t_cap.append(time.perf_counter() - t0)
+        agree.append(float(np.mean((ref >= tau) == (got >= tau))))
+        agree_cap.append(float(np.mean((ref >= tau) == (cap >= tau))))
+    return {
+        "pairs_per_query": k,
+        "plain_predict_ms_p50": round(pct(t_plain, 50) * 1000, 1),
+        "meve_sorted_batches_ms_p50": round(pct(t_meve, 50) * 1000, 1),
+        "meve_max_length_256_ms_p50": round(pct(t_cap, 50) * 1000, 1),
+        "ratio_meve_over_plain": round(pct(t_meve, 50) / pct(t_plain, 50), 3),
+        "ratio_capped_over_plain": round(pct(t_cap, 50) / pct(t_plain, 50), 3),
+        "pass_agreement_sorted": round(float(np.mean(agree)), 4),
+        "pass_agreement_capped": round(float(np.mean(agree_cap)), 4),
+    }
