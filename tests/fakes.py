@@ -46,3 +46,26 @@ class FakeScorer:
         self.calls.append(len(passages))
         q = set(_WORD.findall(query.lower()))
         return np.array([len(q & set(_WORD.findall(p.lower()))) / max(1, len(q)) for p in passages], dtype=np.float64)
+
+
+async def run_while_ticking(awaitable):
+    """Await ``awaitable`` while a task counts event-loop turns; returns (result, ticks).
+
+    ticks > 0 means the loop kept running, i.e. the awaited work did not block it.
+    """
+    import asyncio
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    try:
+        result = await awaitable
+    finally:
+        task.cancel()
+    return result, ticks

@@ -123,11 +123,13 @@ def top_k(scores: np.ndarray, k: int) -> list[tuple[int, float]]:
     return [(int(i), float(scores[i])) for i in idx if scores[i] > 0]
 
 
-class Bm25sBackend:
-    name = "bm25s"
+class _StaticBackend:
+    """Shared by the backends that index a fixed corpus: ``add`` appends tokens and drops the
+    built model, which the next query rebuilds (O(corpus))."""
 
-    def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
-        self.k1, self.b, self.method = k1, b, method
+    name = "static"
+
+    def __init__(self, texts: Sequence[str] = ()) -> None:
         self._tokens: list[list[str]] = []
         self._model: object | None = None
         self.add(texts)
@@ -136,41 +138,43 @@ class Bm25sBackend:
         self._tokens.extend(bm25_tokenize(t) for t in texts)
         self._model = None
 
-    def _index(self) -> object:
-        if self._model is None:
-            import bm25s
-
-            model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-            # bm25s rejects an empty vocabulary; a placeholder token keeps empty documents indexable.
-            model.index([toks or ["\x00"] for toks in self._tokens], show_progress=False)
-            self._model = model
-        return self._model
-
-    def get_scores(self, query: str) -> np.ndarray:
-        if not self._tokens:
-            return np.zeros(0, dtype=np.float64)
-        model = self._index()
-        terms = [t for t in bm25_tokenize(query) if t in model.vocab_dict]  # type: ignore[union-attr,attr-defined]
-        if not terms:
-            return np.zeros(len(self._tokens), dtype=np.float64)
-        return np.asarray(model.get_scores(terms), dtype=np.float64)  # type: ignore[union-attr,attr-defined]
+    def _corpus(self) -> list[list[str]]:
+        # Both libraries reject an empty document; a placeholder token keeps it indexable.
+        return [toks or ["\x00"] for toks in self._tokens]
 
     def __len__(self) -> int:
         return len(self._tokens)
 
 
-class RankBM25Backend:
+class Bm25sBackend(_StaticBackend):
+    name = "bm25s"
+
+    def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> None:
+        self.k1, self.b, self.method = k1, b, method
+        super().__init__(texts)
+
+    def get_scores(self, query: str) -> np.ndarray:
+        if not self._tokens:
+            return np.zeros(0, dtype=np.float64)
+        if self._model is None:
+            import bm25s
+
+            model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+            model.index(self._corpus(), show_progress=False)
+            self._model = model
+        model = self._model
+        terms = [t for t in bm25_tokenize(query) if t in model.vocab_dict]  # type: ignore[union-attr,attr-defined]
+        if not terms:
+            return np.zeros(len(self._tokens), dtype=np.float64)
+        return np.asarray(model.get_scores(terms), dtype=np.float64)  # type: ignore[union-attr,attr-defined]
+
+
+class RankBM25Backend(_StaticBackend):
     name = "rank-bm25"
 
     def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
-        self._tokens: list[list[str]] = []
-        self._model: object | None = None
-        self.add(texts)
-
-    def add(self, texts: Sequence[str]) -> None:
-        self._tokens.extend(bm25_tokenize(t) for t in texts)
-        self._model = None
+        super().__init__(texts)
 
     def get_scores(self, query: str) -> np.ndarray:
         if not self._tokens:
@@ -178,11 +182,8 @@ class RankBM25Backend:
         if self._model is None:
             from rank_bm25 import BM25Okapi
 
-            self._model = BM25Okapi([toks or ["\x00"] for toks in self._tokens], k1=self.k1, b=self.b)
+            self._model = BM25Okapi(self._corpus(), k1=self.k1, b=self.b)
         return np.asarray(self._model.get_scores(bm25_tokenize(query)), dtype=np.float64)  # type: ignore[union-attr,attr-defined]
-
-    def __len__(self) -> int:
-        return len(self._tokens)
 
 
 class _Growable:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from meve.config import MeVeConfig
-from meve.context import PhaseCallback, select_context
+from meve.context import LexicalSearch, PhaseCallback, select_context
 from meve.errors import ConfigError, InputError
 from meve.lexical import BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
@@ -238,19 +238,10 @@ class MeVe:
         """
         query = check_query(query)
         cfg = self.config.replace(**overrides)
-        if cfg.retrieval == "hierarchical":
-            return self._run_hierarchical(query, cfg, on_phase)
-        if self.store is None:
-            raise ConfigError("retrieval", cfg.retrieval, "'hierarchical' for a MeVe built with from_documents (it has no flat passage store)")
         t0 = time.perf_counter()
         qvec = self._embed_query(query)
-        candidates = self.store.query(qvec, cfg.k_init)
-        retrieve = (
-            "retrieve",
-            _ms(t0),
-            {p.id: p.dense_score or 0.0 for p in candidates},
-            {"k_init": cfg.k_init, "store_size": self.store.count(), "embedder": self.embedder.name},
-        )
+        retrieve = self._retrieve_hierarchical if cfg.retrieval == "hierarchical" else self._retrieve_dense
+        candidates, lexical, info = retrieve(query, qvec, cfg)
         return select_context(
             query,
             candidates,
@@ -259,33 +250,25 @@ class MeVe:
             embedder=self.embedder,
             token_counter=self.token_counter,
             query_vec=qvec,
-            lexical=self._lexical_search,
+            lexical=lexical,
             on_phase=on_phase,
-            first=retrieve,
+            first=("retrieve", _ms(t0), {p.id: p.dense_score or 0.0 for p in candidates}, info),
         )
 
-    def _run_hierarchical(self, query: str, cfg: MeVeConfig, on_phase: PhaseCallback | None) -> ContextResult:
+    def _retrieve_dense(self, query: str, qvec: np.ndarray, cfg: MeVeConfig) -> tuple[list[Passage], LexicalSearch, dict[str, Any]]:
+        if self.store is None:
+            raise ConfigError("retrieval", cfg.retrieval, "'hierarchical' for a MeVe built with from_documents (it has no flat passage store)")
+        candidates = self.store.query(qvec, cfg.k_init)
+        return candidates, self._lexical_search, {"k_init": cfg.k_init, "store_size": self.store.count(), "embedder": self.embedder.name}
+
+    def _retrieve_hierarchical(self, query: str, qvec: np.ndarray, cfg: MeVeConfig) -> tuple[list[Passage], LexicalSearch, dict[str, Any]]:
         if self.hierarchy is None:
             raise ConfigError("retrieval", "hierarchical", "'dense' for a MeVe built from passages; use MeVe.from_documents for hierarchical retrieval")
-        t0 = time.perf_counter()
-        qvec = self._embed_query(query)
         docs = self.hierarchy.index.select(query, qvec, cfg.k_docs)
         chosen = [(self.hierarchy.documents[i], score) for i, score in docs]
         candidates = best_passages(qvec, chosen, self.embedder, self.token_counter, passage_tokens=cfg.passage_tokens, k=cfg.k_init)
         info = {"k_init": cfg.k_init, "mode": "hierarchical", "documents": [d.id for d, _ in chosen], "doc_scores": [round(s, 4) for _, s in chosen]}
-        first = ("retrieve", _ms(t0), {p.id: p.dense_score or 0.0 for p in candidates}, info)
-        return select_context(
-            query,
-            candidates,
-            cfg,
-            scorer=lambda: self.scorer,
-            embedder=self.embedder,
-            token_counter=self.token_counter,
-            query_vec=qvec,
-            lexical=self.hierarchy.search,
-            on_phase=on_phase,
-            first=first,
-        )
+        return candidates, self.hierarchy.search, info
 
     def _lexical_search(self, query: str, k: int) -> list[Passage]:
         assert self.store is not None

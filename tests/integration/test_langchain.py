@@ -3,7 +3,6 @@ The only fake is the chat model (no LLM runs offline), named as such."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from langchain_meve import MeVeCompressor, MeVeRetriever, MomentaryContextMiddleware, reconstruct_messages
 from meve import BiEncoderScorer, MemoryConfig, MeVeConfig, MomentaryMemory, default_embedder
 from meve.cli import demo_corpus
+from tests.fakes import run_while_ticking
 
 pytestmark = pytest.mark.integration
 
@@ -76,17 +76,7 @@ def test_retriever_metadata_invoke_overrides_and_phase_events(minilm):
 
 async def test_retriever_async_does_not_block_the_loop(minilm):
     r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=BiEncoderScorer(minilm), k=2)
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.create_task(ticker())
-    docs = await r.ainvoke("What does the derailleur do?")
-    task.cancel()
+    docs, ticks = await run_while_ticking(r.ainvoke("What does the derailleur do?"))
     assert len(docs) <= 2 and docs[0].id == "doc-9" and ticks > 0
 
 

@@ -28,6 +28,7 @@ from meve import BiEncoderScorer, MemoryConfig, MeVeConfig
 from meve import MomentaryMemory as CoreMemory
 from meve.cli import demo_corpus
 from meve.store import chroma_client
+from tests.fakes import run_while_ticking
 
 pytestmark = pytest.mark.integration
 PASSAGES = demo_corpus()["passages"]
@@ -113,21 +114,7 @@ def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
     fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95), embedder=minilm, scorer=BiEncoderScorer(minilm)).retrieve("Campagnolo")
     assert "derailleur-history" in [n.node.node_id for n in fb if n.node.metadata["meve_source"] == "fallback"]
 
-    async def with_ticker():
-        ticks = 0
-
-        async def tick():
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0)
-
-        task = asyncio.create_task(tick())
-        res = await r.aretrieve("What does the derailleur do?")
-        task.cancel()
-        return res, ticks
-
-    res, ticks = asyncio.run(with_ticker())
+    res, ticks = asyncio.run(run_while_ticking(r.aretrieve("What does the derailleur do?")))
     assert res[0].node.node_id == "derailleur" and ticks > 0
 
 

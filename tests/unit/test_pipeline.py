@@ -1,14 +1,12 @@
 """MeVe over real Chroma with fake models (FakeEmbedder, FakeScorer; see tests/fakes.py)."""
 
-import asyncio
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meve import ContextResult, InputError, MeVe, MeVeConfig, StoreError
 from meve.store import chroma_client
-from tests.fakes import FakeEmbedder, FakeScorer
+from tests.fakes import FakeEmbedder, FakeScorer, run_while_ticking
 
 CORPUS = [
     "The Eiffel Tower in Paris was completed in 1889.",
@@ -132,17 +130,7 @@ def test_add_texts_extends_dense_and_bm25():
 
 async def test_arun_matches_run_and_does_not_block_the_loop():
     m = build()
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.create_task(ticker())
-    r = await m.arun("Eiffel Tower")
-    task.cancel()
+    r, ticks = await run_while_ticking(m.arun("Eiffel Tower"))
     assert r.context == m.run("Eiffel Tower").context
     assert ticks > 0
 
