@@ -15,8 +15,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import InputError, MeVeConfig
-from meve.context import local_lexical, select_context
-from meve.models import Embedder, RelevanceScorer, default_embedder, default_scorer
+from meve.context import embed_passages, local_lexical, select_context
+from meve.models import Embedder, LazyModels, RelevanceScorer
 from meve.phases import drop_redundant, novelty_select, pack_budget, verify
 from meve.pipeline import check_query
 from meve.records import Passage
@@ -47,29 +47,23 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
     embedder: Any = Field(default=None, description="a meve Embedder; default all-MiniLM-L6-v2")
     scorer: Any = Field(default=None, description="a meve RelevanceScorer; default cross-encoder or the offline verifier")
     token_counter: Any = Field(default=None, description="anything meve.get_token_counter accepts")
-    _embedder_: Embedder | None = PrivateAttr(default=None)
-    _scorer_: RelevanceScorer | None = PrivateAttr(default=None)
+    _models: LazyModels = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        self._models = LazyModels(self.embedder, self.scorer)
 
     def _embed(self) -> Embedder:
-        if self._embedder_ is None:
-            self._embedder_ = self.embedder if self.embedder is not None else default_embedder()
-        return self._embedder_
+        return self._models.embedder
 
     def _score(self) -> RelevanceScorer:
-        if self._scorer_ is None:
-            self._scorer_ = self.scorer if self.scorer is not None else default_scorer(self._embed())
-        return self._scorer_
+        return self._models.scorer
 
     def _counter(self) -> TokenCounter:
         return get_token_counter(self.token_counter)
 
     def _passages(self, nodes: Sequence[NodeWithScore], query: str) -> tuple[Any, tuple[Passage, ...]]:
-        texts = [n.node.get_content() for n in nodes]
-        vecs = self._embed().encode([query, *texts])
-        return vecs[0], tuple(
-            Passage(id=str(i), text=t, embedding=vecs[i + 1], dense_score=n.score if n.score is not None else float(vecs[i + 1] @ vecs[0]))
-            for i, (n, t) in enumerate(zip(nodes, texts, strict=True))
-        )
+        return embed_passages(query, [n.node.get_content() for n in nodes], self._embed(), [n.score for n in nodes])
 
     async def _apostprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)

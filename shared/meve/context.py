@@ -84,6 +84,19 @@ def relevance_scores(
     return [cache[p.id] for p in passages], len(todo)
 
 
+def embed_passages(
+    query: str, texts: Sequence[str], embedder: Embedder, dense_scores: Sequence[float | None] | None = None
+) -> tuple[np.ndarray, tuple[Passage, ...]]:
+    """Embed the query and another retriever's texts in one call; passages get ids "0", "1", …,
+    their embedding, and the retriever's score (or the cosine to the query when it has none)."""
+    vecs = embedder.encode([query, *texts])
+    given = list(dense_scores) if dense_scores is not None else [None] * len(texts)
+    return vecs[0], tuple(
+        Passage(id=str(i), text=t, embedding=vecs[i + 1], dense_score=s if s is not None else float(vecs[i + 1] @ vecs[0]))
+        for i, (t, s) in enumerate(zip(texts, given, strict=True))
+    )
+
+
 def local_lexical(passages: Sequence[Passage]) -> LexicalSearch:
     """Fallback source over a given candidate list: BM25 hits first, then the rest in input order (top-N)."""
     bm25 = IncrementalBM25([p.text for p in passages])

@@ -279,6 +279,27 @@ class BiEncoderScorer:
         return self.score_embeddings(vecs[0], vecs[1:])
 
 
+class LazyModels:
+    """The embedder and scorer an adapter was given, or the defaults, resolved on first use
+    (so nothing loads until a model is really needed)."""
+
+    def __init__(self, embedder: Embedder | None = None, scorer: RelevanceScorer | None = None) -> None:
+        self._embedder = embedder
+        self._scorer = scorer
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    @property
+    def scorer(self) -> RelevanceScorer:
+        if self._scorer is None:
+            self._scorer = default_scorer(self.embedder)
+        return self._scorer
+
+
 def default_scorer(embedder: Embedder | None = None) -> RelevanceScorer:
     """The cross-encoder ``$MEVE_CROSS_ENCODER`` or ms-marco-MiniLM-L-6-v2 if it is on disk;
     otherwise the offline bi-encoder verifier, with one loud warning."""
