@@ -253,6 +253,13 @@ def write() -> None:
             "LlamaIndex's Memory with VectorMemoryBlock does not hold its output to the token limit (see the token column); its recall is measured on what it returned.",
             "",
         ]
+        worse = [b for b, v in m["table"]["bm25_only"].items() if v["recall"] > m["table"]["momentary_weighted"][b]["recall"]]
+        if worse:
+            lines += [
+                f"Observation: BM25 alone beats the default hybrid weights (bm25 0.3, dense 0.7) at l_max {', '.join(worse)} on LoCoMo, whose questions reuse the "
+                "words of their evidence turns; the weights are adjustable per call (`reconstruct(..., weights=...)`), and the defaults were not tuned on this benchmark.",
+                "",
+            ]
     ms = res.get("memory_speed")
     if ms:
         lines += [f"## Chat memory speed (`{ms['command']}`)", "", ms["scaling"]["notes"], ""] + _table(ms["scaling"]["rows"])
