@@ -110,7 +110,6 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         self._memories: dict[str, MomentaryMemory] = {}
         self.l_max = l_max
         self.top_k = top_k
-        self.last_context_tokens: int | None = None
 
     def memory_for(self, session: str) -> MomentaryMemory:
         if self._fixed is not None:
@@ -131,9 +130,7 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         return str(thread) if thread is not None else "default"
 
     def _messages(self, request: ModelRequest) -> list[AnyMessage]:
-        memory = self.memory_for(self._session())
-        messages = reconstruct_messages(request.messages, memory, l_max=self.l_max, top_k=self.top_k)
-        return messages
+        return reconstruct_messages(request.messages, self.memory_for(self._session()), l_max=self.l_max, top_k=self.top_k)
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         return handler(request.override(messages=self._messages(request)))

@@ -12,7 +12,6 @@ from pydantic import ConfigDict, Field
 
 from meve import ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
 from meve.pipeline import LexicalIndex
-from meve.store import PassageStore
 
 PHASE_EVENT = "meve_phase"
 _CALL_OVERRIDES = ("k", "t_max", "tau", "k_init", "n_min", "prioritisation", "theta_redundancy")
@@ -124,7 +123,7 @@ class _LangChainEmbedder:
 
 
 class LangChainVectorStore:
-    """meve PassageStore over any LangChain VectorStore; embeddings for redundancy checks are
+    """A ``meve.store.PassageStore`` over any LangChain VectorStore; embeddings for redundancy checks are
     computed once per passage text and cached."""
 
     def __init__(self, vectorstore: Any) -> None:
@@ -169,6 +168,3 @@ class LangChainVectorStore:
 
     def count(self) -> int:
         return len(self._docs)
-
-
-_ = PassageStore  # the Protocol LangChainVectorStore satisfies

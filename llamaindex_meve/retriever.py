@@ -59,7 +59,6 @@ class MeVeRetriever(BaseRetriever):
         if core is not None:
             return
         self._nodes = list(nodes) if nodes is not None else _all_nodes(index)
-        self._by_id = {n.node_id: n for n in self._nodes}
         self._bm25 = IncrementalBM25([n.get_content() for n in self._nodes])
 
     @classmethod
