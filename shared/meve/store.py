@@ -107,12 +107,10 @@ class ChromaStore:
         return out
 
     def query(self, vector: np.ndarray, k: int) -> list[Passage]:
-        n = self.count()
-        if n == 0:
+        # Chroma returns what it has when k exceeds the collection (tested), so no count() round trip per query.
+        res = self.collection.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=k, include=["documents", "metadatas", "embeddings"])
+        if not res["ids"] or not res["ids"][0]:
             return []
-        res = self.collection.query(
-            query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=min(k, n), include=["documents", "metadatas", "embeddings"]
-        )
         passages = self._passages(res["ids"][0], res["documents"][0], res["metadatas"][0], res["embeddings"][0], np.asarray(vector, dtype=np.float32))
         return sorted(passages, key=lambda p: -(p.dense_score or 0.0))
 

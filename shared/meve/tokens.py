@@ -104,12 +104,14 @@ class OpenAIEncodingCounter(_Encoded):
         batch = getattr(self._enc, "encode_batch", None)
         if batch is None:
             return [self.count(t) for t in texts]
-        if any(len(t) > _PIECE for t in texts):
+        # encode_batch starts a thread pool per call: ~10 ms against ~1 ms for 20 passages one by one.
+        if len(texts) < _BATCH_MIN or any(len(t) > _PIECE for t in texts):
             return [self.count(t) for t in texts]
         return [len(ids) for ids in batch(texts, disallowed_special=())]
 
 
 _PIECE = 200_000
+_BATCH_MIN = 256
 
 
 def _pieces(text: str) -> list[str]:

@@ -159,3 +159,15 @@ def test_property_budget_and_uniqueness(corpus, query, t_max, tau, prioritisatio
     assert r.token_count == m.token_counter.count(r.context)
     ids = [d.id for d in r.documents]
     assert len(ids) == len(set(ids))
+
+
+def test_k_init_above_store_size_and_empty_store_return_what_exists():
+    # ChromaStore.query asks Chroma for k without a count() round trip: Chroma must cap it, not fail.
+    m = build(MeVeConfig(k_init=50, tau=0.5, t_max=100))
+    r = m.run("Eiffel Tower")
+    assert len(r.phase("retrieve").kept) == len(CORPUS)
+    assert r.phase("retrieve").info["store_size"] == len(CORPUS)
+    from meve.store import ChromaStore
+
+    empty = ChromaStore(chroma_client().create_collection("empty-store"))
+    assert empty.query(FakeEmbedder().encode(["anything"])[0], 5) == []

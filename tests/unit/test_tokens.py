@@ -3,7 +3,7 @@ import shutil
 import pytest
 
 from meve import InputError, get_token_counter
-from meve.tokens import CallableTokenCounter, HFTokenCounter, OpenAIEncodingCounter, RegexTokenCounter
+from meve.tokens import CallableTokenCounter, HFTokenCounter, OpenAIEncodingCounter, RegexTokenCounter, count_many
 from tests.conftest import shared_data
 
 TEXT = "MeVe verifies, de-duplicates and budgets context — naïve café ✓ 12345."
@@ -55,3 +55,10 @@ def test_hf_tokenizer_and_callable_specs():
     assert get_token_counter(len).count("abc") == 3
     with pytest.raises(InputError, match="token_counter=3"):
         get_token_counter(3)
+
+
+@pytest.mark.parametrize("n", [3, 300])
+def test_count_many_matches_count_below_and_above_the_batch_threshold(n):
+    counter = get_token_counter("o200k_base")
+    texts = [f"passage {i}: " + "word " * (i % 17) for i in range(n)]
+    assert count_many(counter, texts) == [counter.count(t) for t in texts]
