@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("quality", "hierarchical", "memory", "memory_speed", "speed")
+SECTIONS = ("quality", "hierarchical", "memory", "memory_speed", "speed", "race")
 
 
 def main() -> None:
@@ -28,7 +28,12 @@ def main() -> None:
     mode.add_argument("--quick", action="store_true", help="small slices (default)")
     mode.add_argument("--full", action="store_true", help="every dataset and size")
     parser.add_argument("--data", help="folder holding hotpotqa/, wikipedia/, locomo/ (default ../shared/data)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (race: the speed race alone)")
+    parser.add_argument(
+        "--race-sizes",
+        help="comma-separated corpus sizes for the race (default 1000,10000,100000 with --full); "
+        "rows of other sizes already in speed.json are kept, each with its own date",
+    )
     args = parser.parse_args()
     full = bool(args.full)
     data = data_dir(args.data)
@@ -79,14 +84,21 @@ def main() -> None:
                 "layout": memory_speed.collection_layout(100_000 if full else 20_000),
             },
         )
-    if "speed" in only:
+    if "speed" in only or "race" in only:
         from benchmarks import speed
 
-        payload = {
-            "bm25": speed.bm25_backends(data, [1_000, 10_000, 100_000] if full else [1_000, 10_000]),
-            "verification": speed.verification_cost(data, n_queries=20 if full else 5),
-            "race": speed.race(data, [1_000, 10_000, 100_000] if full else [1_000], n_queries=20 if full else 5),
-        }
+        previous = json.loads((RESULTS / "speed.json").read_text()) if (RESULTS / "speed.json").exists() else {}
+        payload = {k: previous[k] for k in ("bm25", "verification", "race") if k in previous}
+        if "speed" in only:
+            payload["bm25"] = speed.bm25_backends(data, [1_000, 10_000, 100_000] if full else [1_000, 10_000])
+            payload["verification"] = speed.verification_cost(data, n_queries=20 if full else 5)
+            save("speed", payload)  # the race below takes longest: keep what is measured so far
+        sizes = [int(x) for x in args.race_sizes.split(",")] if args.race_sizes else ([1_000, 10_000, 100_000] if full else [1_000])
+        race = speed.race(data, sizes, n_queries=20 if full else 5)
+        kept = [r for r in payload.get("race", {}).get("rows", []) if r["passages"] not in sizes]
+        race["rows"] = sorted(kept + race["rows"], key=lambda r: r["passages"])
+        race["not_run"] = sorted(n for n in [1_000, 10_000, 100_000] if n not in {r["passages"] for r in race["rows"]})
+        payload["race"] = race
         save("speed", payload)
     report.write()
     print(f"done in {time.perf_counter() - t0:.0f}s; BENCHMARKS.md regenerated", flush=True)
