@@ -70,8 +70,9 @@ def _time(fn, qs: list[str]) -> list[float]:
     return out
 
 
-def _st_cross_encoder(path: str) -> Any:
-    """The same sentence-transformers CrossEncoder behind LangChain's BaseCrossEncoder interface."""
+def _st_cross_encoder(path: str, pairs: list[int]) -> Any:
+    """The same sentence-transformers CrossEncoder behind LangChain's BaseCrossEncoder interface
+    (``pairs`` collects how many pairs each call scores)."""
     from langchain_community.cross_encoders.base import BaseCrossEncoder
     from sentence_transformers import CrossEncoder
 
@@ -80,6 +81,7 @@ def _st_cross_encoder(path: str) -> Any:
             self.model = CrossEncoder(path, device="cpu")
 
         def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+            pairs.append(len(text_pairs))
             return [float(x) for x in self.model.predict(text_pairs, show_progress_bar=False)]
 
     return STCrossEncoder()
@@ -151,23 +153,31 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20) -> dict
             for r in traces[1:]
         ]
         row["meve_overhead_ms_p50"] = round(pct(overhead, 50), 2)
+        # Cross-encoder pairs per query: the model dominates every system's latency, so this explains the ratios.
+        row["meve_pairs_p50"] = pct([sum(rec.info.get("pairs_scored", 0) for rec in r.trace) for r in traces[1:]], 50)
+        row["meve_fallback_rate"] = round(float(np.mean([bool(r.phase("fallback").info.get("triggered")) for r in traces[1:]])), 2)
 
         gc.collect()
         m0, t0 = _rss_mb(), time.perf_counter()
         docs = [Document(page_content=t, id=i) for t, i in zip(texts, ids, strict=True)]
+        lc_pairs: list[int] = []
         store = Chroma(collection_name=f"lc{time.time_ns()}", embedding_function=CachedLCEmbeddings(), client=chroma_client())
         for i in range(0, n, 2048):
             store.add_documents(docs[i : i + 2048], ids=ids[i : i + 2048])
         bm25 = BM25Retriever.from_documents(docs, k=k)
         ensemble = EnsembleRetriever(retrievers=[store.as_retriever(search_kwargs={"k": k}), bm25], weights=[0.5, 0.5])
         pipeline = DocumentCompressorPipeline(
-            transformers=[CrossEncoderReranker(model=_st_cross_encoder(ce_path), top_n=10), EmbeddingsRedundantFilter(embeddings=CachedLCEmbeddings())]
+            transformers=[
+                CrossEncoderReranker(model=_st_cross_encoder(ce_path, lc_pairs), top_n=10),
+                EmbeddingsRedundantFilter(embeddings=CachedLCEmbeddings()),
+            ]
         )
         lc = ContextualCompressionRetriever(base_compressor=pipeline, base_retriever=ensemble)
         row["langchain_build_s"] = round(time.perf_counter() - t0, 2)
         row["langchain_build_mb"] = round(_rss_mb() - m0, 1)
         lat = _time(lambda q, r=lc: r.invoke(q), qs)
         row["langchain_ms_p50"], row["langchain_ms_p95"] = round(pct(lat, 50), 1), round(pct(lat, 95), 1)
+        row["langchain_pairs_p50"] = pct(lc_pairs[1:], 50)
 
         gc.collect()
         m0, t0 = _rss_mb(), time.perf_counter()
@@ -189,14 +199,19 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20) -> dict
         row["llamaindex_build_s"] = round(time.perf_counter() - t0, 2)
         row["llamaindex_build_mb"] = round(_rss_mb() - m0, 1)
 
-        def li_query(q: str, fusion: Any = fusion, rerank: Any = rerank, cutoff: Any = cutoff) -> Any:
+        li_pairs: list[int] = []
+
+        def li_query(q: str, fusion: Any = fusion, rerank: Any = rerank, cutoff: Any = cutoff, li_pairs: list[int] = li_pairs) -> Any:
             from llama_index.core.schema import QueryBundle
 
             bundle = QueryBundle(q)
-            return cutoff.postprocess_nodes(rerank.postprocess_nodes(fusion.retrieve(bundle), bundle), bundle)
+            fused = fusion.retrieve(bundle)
+            li_pairs.append(len(fused))
+            return cutoff.postprocess_nodes(rerank.postprocess_nodes(fused, bundle), bundle)
 
         lat = _time(li_query, qs)
         row["llamaindex_ms_p50"], row["llamaindex_ms_p95"] = round(pct(lat, 50), 1), round(pct(lat, 95), 1)
+        row["llamaindex_pairs_p50"] = pct(li_pairs[1:], 50)
         row["langchain_over_meve_p50"] = round(row["langchain_ms_p50"] / row["meve_ms_p50"], 2)
         row["llamaindex_over_meve_p50"] = round(row["llamaindex_ms_p50"] / row["meve_ms_p50"], 2)
         rows.append(row)
