@@ -83,7 +83,7 @@ class PhaseRecord:
         return {
             "phase": self.phase,
             "kept": list(self.kept),
-            "dropped": [dataclasses.asdict(d) for d in self.dropped],
+            "dropped": [{"id": d.id, "reason": d.reason, "score": d.score} for d in self.dropped],  # asdict deep-copies: slow per query
             "scores": dict(self.scores),
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
