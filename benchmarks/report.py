@@ -217,7 +217,14 @@ def write() -> None:
         lines.append(
             _target(
                 big["meve_overhead_ms_p50"] <= 10 and big["passages"] >= 100_000,
-                f"meve's own overhead (wall time of MeVeRetriever.invoke minus cross-encoder time) at {big['passages']:,} passages: {big['meve_overhead_ms_p50']:.1f} ms p50 (target <= 10 ms at 100k).",
+                f"meve's own overhead (wall time of MeVeRetriever.invoke minus cross-encoder time) at {big['passages']:,} passages: {big['meve_overhead_ms_p50']:.1f} ms p50 (target <= 10 ms at 100k)."
+                + (
+                    ""
+                    if big["meve_overhead_ms_p50"] <= 10
+                    else " Why: this is wall time through LangChain's retriever (callback manager, Document conversion) on top of the core "
+                    "(Chroma's HNSW query, token counting, the redundancy check), and the fallback's BM25 lookup and fetch ran on every query here because "
+                    "the random-head cross-encoder passes nothing. Not split by component; left for a later change."
+                ),
             )
         )
     lines.append("")
