@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
-import os
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +24,7 @@ from benchmarks.common import CACHE, embedder, pct
 from meve import CrossEncoderScorer, MeVe, MeVeConfig
 from meve.chunking import split_sentences
 from meve.lexical import Bm25sBackend, RankBM25Backend, top_k
+from meve.models import _sigmoid
 
 
 def cross_encoder_path() -> str:
@@ -83,8 +84,6 @@ class _PeakRSS:
     and what is still held when it ends: a build's transient peak can be far above what it keeps."""
 
     def start(self) -> _PeakRSS:
-        import threading
-
         self.base = self.peak = _rss_mb()
         self._stop = threading.Event()
 
@@ -162,11 +161,6 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20) -> dict
         def embed_query(self, text):
             return emb.encode([text])[0].tolist()
 
-    # Embedding ~100k new passages with MiniLM on 2 CPU cores takes over an hour; a run may cap the
-    # race (the embeddings it does compute stay cached, so a later, longer run picks up from there).
-    cap = int(os.environ.get("MEVE_BENCH_MAX_PASSAGES", "0") or 0)
-    skipped = [n for n in sizes if cap and n > cap]
-    sizes = [n for n in sizes if not cap or n <= cap]
     rows = []
     for n in sizes:
         texts = corpus(data, n)
@@ -278,8 +272,6 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20) -> dict
         "k": k,
         "queries": n_queries,
         "cross_encoder": "MiniLM-L6 encoder + random 1-logit head (timing only)",
-        "not_run": skipped,
-        "cap": cap or None,
     }
 
 
@@ -375,7 +367,7 @@ def verification_cost(data: Path, n_queries: int = 20, k: int = 20) -> dict[str,
     for name, int8 in (("onnxruntime_fp32", False), ("onnxruntime_int8", True)):
         fn = onnx_cross_encoder(ce_path, int8=int8)
         if fn is not None:
-            arms[name] = lambda q, c, fn=fn: 1.0 / (1.0 + np.exp(-fn(q, c)))
+            arms[name] = lambda q, c, fn=fn: _sigmoid(fn(q, c))
     times: dict[str, list[float]] = {"plain": [], **{a: [] for a in arms}}
     agree: dict[str, list[float]] = {a: [] for a in arms}
     for q in queries(data, n_queries):
