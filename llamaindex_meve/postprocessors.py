@@ -45,7 +45,7 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     embedder: Any = Field(default=None, description="a meve Embedder; default all-MiniLM-L6-v2")
-    scorer: Any = Field(default=None, description="a meve RelevanceScorer; default cross-encoder or the offline verifier")
+    scorer: Any = Field(default=None, description="a meve RelevanceScorer or a name: 'late-interaction' (default), 'cosine', or a cross-encoder name/path")
     token_counter: Any = Field(default=None, description="anything meve.get_token_counter accepts")
     _models: LazyModels = PrivateAttr()
 

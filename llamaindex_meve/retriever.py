@@ -14,7 +14,7 @@ from llamaindex_meve.postprocessors import annotate
 from meve import ContextResult, InputError, MeVe, MeVeConfig
 from meve.context import select_context
 from meve.lexical import IncrementalBM25, top_k
-from meve.models import Embedder, RelevanceScorer, default_embedder, default_scorer
+from meve.models import Embedder, RelevanceScorer, default_embedder, make_scorer
 from meve.pipeline import check_query
 from meve.records import Passage
 from meve.tokens import get_token_counter
@@ -42,7 +42,7 @@ class MeVeRetriever(BaseRetriever):
         config: MeVeConfig | None = None,
         nodes: Sequence[BaseNode] | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | None = None,
+        scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         **kwargs: Any,
     ) -> None:
@@ -70,8 +70,8 @@ class MeVeRetriever(BaseRetriever):
         return cls(core=MeVe.from_documents(docs, **kwargs))
 
     def _scorer_(self) -> RelevanceScorer:
-        if self._scorer is None:
-            self._scorer = default_scorer(self._embedder)
+        if self._scorer is None or isinstance(self._scorer, str):
+            self._scorer = make_scorer(self._scorer, self._embedder)
         return self._scorer
 
     def run(self, query: str, **overrides: Any) -> tuple[ContextResult, dict[str, NodeWithScore]]:

@@ -15,10 +15,12 @@ from meve.models import (
     SentenceTransformerEmbedder,
     default_embedder,
     default_scorer,
+    make_scorer,
 )
 from meve.pipeline import MeVe
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, get_token_counter
+from meve.verifier import LateInteractionScorer
 
 __version__ = "0.1.0"
 
@@ -31,6 +33,7 @@ __all__ = [
     "Dropped",
     "Embedder",
     "InputError",
+    "LateInteractionScorer",
     "MeVe",
     "MeVeConfig",
     "MeVeError",
@@ -47,4 +50,5 @@ __all__ = [
     "default_embedder",
     "default_scorer",
     "get_token_counter",
+    "make_scorer",
 ]

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from meve.tokens import warn_once
+from meve.errors import ConfigError
 
 log = logging.getLogger("meve")
 
@@ -249,22 +249,22 @@ class CrossEncoderScorer:
 
 
 class BiEncoderScorer:
-    """Offline verifier: bi-encoder cosine mapped to [0, 1] by a calibrated logistic.
+    """Bi-encoder cosine mapped to [0, 1] by a logistic (``scorer="cosine"``; never the default).
 
     ``score = sigmoid((cos - center) / scale)``, so the pipeline's ``tau = 0.5``
     means ``cos >= center``. ``center = 0.40`` and ``scale = 0.05`` were
     calibrated for all-MiniLM-L6-v2 on the 103 HotpotQA dev questions in the
     shared data (question vs. "title: paragraph"): at cos >= 0.40, 79% of
     supporting paragraphs and 42% of the (deliberately similar) distractors
-    pass; at 0.30, 87% and 65%. It is much weaker than a cross-encoder, which is
-    why its use is logged as a warning; use a cross-encoder when you can.
+    pass; at 0.30, 87% and 65%. It only re-applies the retriever's own similarity,
+    so it can trim a ranking's tail but not correct it (BENCHMARKS.md, "Verifier").
     """
 
     def __init__(self, embedder: Embedder | None = None, *, center: float = 0.40, scale: float = 0.05) -> None:
         self.embedder = embedder if embedder is not None else default_embedder()
         self.center = center
         self.scale = scale
-        self.name = f"bi-encoder:{self.embedder.name} (offline verifier, cos center {center})"
+        self.name = f"cosine:{self.embedder.name} (center {center})"
         self.pairs_scored = 0
 
     def score_embeddings(self, query_vec: np.ndarray, passage_vecs: np.ndarray) -> np.ndarray:
@@ -281,9 +281,9 @@ class BiEncoderScorer:
 
 class LazyModels:
     """The embedder and scorer an adapter was given, or the defaults, resolved on first use
-    (so nothing loads until a model is really needed)."""
+    (so nothing loads until a model is really needed). ``scorer`` may be a name (see :func:`make_scorer`)."""
 
-    def __init__(self, embedder: Embedder | None = None, scorer: RelevanceScorer | None = None) -> None:
+    def __init__(self, embedder: Embedder | None = None, scorer: RelevanceScorer | str | None = None) -> None:
         self._embedder = embedder
         self._scorer = scorer
 
@@ -295,22 +295,41 @@ class LazyModels:
 
     @property
     def scorer(self) -> RelevanceScorer:
-        if self._scorer is None:
-            self._scorer = default_scorer(self.embedder)
+        if self._scorer is None or isinstance(self._scorer, str):
+            self._scorer = make_scorer(self._scorer, self.embedder)
         return self._scorer
 
 
-def default_scorer(embedder: Embedder | None = None) -> RelevanceScorer:
-    """The cross-encoder ``$MEVE_CROSS_ENCODER`` or ms-marco-MiniLM-L-6-v2 if it is on disk;
-    otherwise the offline bi-encoder verifier, with one loud warning."""
-    target = os.environ.get("MEVE_CROSS_ENCODER") or DEFAULT_CROSS_ENCODER
-    try:
-        return CrossEncoderScorer(target, local_files_only=True).load()
-    except Exception as exc:
-        warn_once(
-            "no-cross-encoder",
-            f"meve: WARNING: cross-encoder {target!r} could not be loaded offline ({type(exc).__name__}); "
-            "verification falls back to the bi-encoder similarity verifier (weaker). Pass scorer=CrossEncoderScorer(...) "
-            "or set MEVE_CROSS_ENCODER to a local model path to use a real cross-encoder.",
-        )
+VERIFIERS = ("late-interaction", "cosine")
+
+
+def make_scorer(spec: RelevanceScorer | str | None = None, embedder: Embedder | None = None) -> RelevanceScorer:
+    """A verifier from a name, never a silent substitute.
+
+    ``None``: ``$MEVE_VERIFIER`` if set, else ``"late-interaction"`` (meve's calibrated
+    default, offline). ``"cosine"``: the bi-encoder cosine (weaker; explicit only). Any
+    other string is a sentence-transformers cross-encoder name or path, downloaded when
+    online; one that cannot load raises :class:`ConfigError` naming it.
+    """
+    if spec is not None and not isinstance(spec, str):
+        return spec
+    name = spec if spec is not None else (os.environ.get("MEVE_VERIFIER") or "late-interaction")
+    if name == "late-interaction":
+        from meve.verifier import LateInteractionScorer
+
+        return LateInteractionScorer(embedder)
+    if name == "cosine":
         return BiEncoderScorer(embedder)
+    if not name.strip():
+        raise ConfigError("scorer", name, "'late-interaction', 'cosine' or a cross-encoder name/path")
+    try:
+        return CrossEncoderScorer(name).load()
+    except Exception as exc:
+        raise ConfigError(
+            "scorer", name, f"'late-interaction', 'cosine' or a loadable cross-encoder name/path (loading it failed: {type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def default_scorer(embedder: Embedder | None = None) -> RelevanceScorer:
+    """The verifier meve uses when none is given: :func:`make_scorer` with no name."""
+    return make_scorer(None, embedder)

@@ -14,10 +14,11 @@ from meve.context import LexicalSearch, PhaseCallback, select_context
 from meve.errors import ConfigError, InputError
 from meve.lexical import BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
-from meve.models import Embedder, RelevanceScorer, default_embedder, default_scorer, embedder_dimension
+from meve.models import Embedder, RelevanceScorer, default_embedder, embedder_dimension, make_scorer
 from meve.records import ContextResult, Passage, PhaseRecord
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
+from meve.verifier import LateInteractionScorer
 
 
 def check_query(query: Any) -> str:
@@ -95,7 +96,7 @@ class MeVe:
         *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | None = None,
+        scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         hierarchy: Hierarchy | None = None,
     ) -> None:
@@ -119,7 +120,7 @@ class MeVe:
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | None = None,
+        scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         client: Any = None,
         collection_name: str | None = None,
@@ -156,7 +157,7 @@ class MeVe:
         *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | None = None,
+        scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         bm25_backend: str = "bm25s",
     ) -> MeVe:
@@ -173,7 +174,7 @@ class MeVe:
         *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | None = None,
+        scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         summary_tokens: int = 64,
     ) -> MeVe:
@@ -212,7 +213,7 @@ class MeVe:
         try:
             for start in range(0, len(texts), batch_size):
                 sl = slice(start, start + batch_size)
-                vecs = self.embedder.encode(texts[sl])
+                vecs = self._index_vectors(texts[sl])
                 self.store.add(ids[sl], texts[sl], metas[sl], vecs)
                 self.lexical.add(ids[sl], texts[sl])
                 bar.update(len(texts[sl]))
@@ -222,9 +223,18 @@ class MeVe:
     # -- models ------------------------------------------------------------------------
     @property
     def scorer(self) -> RelevanceScorer:
-        if self._scorer is None:
-            self._scorer = default_scorer(self.embedder)
+        """The verifier: the one given (or named), else meve's default (:func:`meve.models.make_scorer`)."""
+        if self._scorer is None or isinstance(self._scorer, str):
+            self._scorer = make_scorer(self._scorer, self.embedder)
         return self._scorer
+
+    def _index_vectors(self, texts: list[str]) -> np.ndarray:
+        # The late-interaction verifier's token vectors come out of the forward pass that makes the
+        # dense embedding, so ingestion keeps them at no extra model time (verification then costs ms).
+        scorer = self.scorer if self.config.verify else None
+        if isinstance(scorer, LateInteractionScorer) and scorer.shares_model_with(self.embedder):
+            return scorer.embed_and_cache(texts)
+        return self.embedder.encode(texts)
 
     def _embed_query(self, query: str) -> np.ndarray:
         return np.asarray(self.embedder.encode([query])[0], dtype=np.float32)

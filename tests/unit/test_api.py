@@ -12,6 +12,7 @@ def test_public_api_is_pinned():
             "Dropped",
             "Embedder",
             "InputError",
+            "LateInteractionScorer",
             "MeVe",
             "MeVeConfig",
             "MeVeError",
@@ -28,6 +29,7 @@ def test_public_api_is_pinned():
             "default_embedder",
             "default_scorer",
             "get_token_counter",
+            "make_scorer",
         ]
     )
     for name in meve.__all__:

@@ -1,0 +1,249 @@
+"""The default verifier: calibrated late interaction over the bundled MiniLM's token embeddings.
+
+Each query token takes its best cosine over the passage's tokens (MaxSim, as in
+ColBERT) and the mean over query tokens is the raw score. A Platt scaling fitted
+on SQuAD v1.1 dev articles that are never reported on maps it to P(relevant), so
+``tau = 0.5`` means what it says. Why this and not a cross-encoder: none can be
+had offline, a cross-encoder trained on this CPU did not learn, and MaxSim over
+MiniLM's own token vectors beats the retriever's cosine by measurement
+(BENCHMARKS.md, "Verifier").
+
+Cost: token vectors come from the same forward pass that makes the passage's
+dense embedding, so ``MeVe`` keeps them (int8, one scale per token) at ingestion
+and verification is a few small matrix products. Passages the cache has not
+seen (another retriever's results, a reopened collection) are encoded on first
+use and then cached, bounded by bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from meve.errors import ConfigError
+
+CALIBRATION_PATH = Path(__file__).resolve().parent / "verifier" / "late_interaction.safetensors"
+
+
+def maxsim(query_tokens: np.ndarray, passage_tokens: np.ndarray) -> float:
+    """Mean over query tokens of the best cosine over passage tokens (rows are unit vectors)."""
+    if len(query_tokens) == 0 or len(passage_tokens) == 0:
+        return 0.0
+    return float((query_tokens @ passage_tokens.T).max(axis=1).mean())
+
+
+def quantize(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 rows with one fp16 scale each: a quarter of fp32, and no measurable AUC loss (BENCHMARKS.md)."""
+    scale = np.abs(tokens).max(axis=1, keepdims=True) / 127.0
+    scale = np.where(scale == 0, 1.0, scale)
+    return np.round(tokens / scale).astype(np.int8), scale.astype(np.float16)
+
+
+def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    return np.asarray(q, dtype=np.float32) * np.asarray(scale, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Platt scaling: ``P(relevant) = sigmoid(a * raw + b)``."""
+
+    a: float
+    b: float
+
+    def __call__(self, raw: np.ndarray) -> np.ndarray:
+        return np.asarray(1.0 / (1.0 + np.exp(-(self.a * np.asarray(raw, dtype=np.float64) + self.b))), dtype=np.float64)
+
+    def save(self, path: str | Path, metadata: dict[str, str] | None = None) -> None:
+        from safetensors.numpy import save_file
+
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        save_file({"platt": np.array([self.a, self.b], dtype=np.float64)}, str(path), metadata=metadata or {})
+
+    @classmethod
+    def load(cls, path: str | Path = CALIBRATION_PATH) -> Calibration:
+        from safetensors.numpy import load_file
+
+        try:
+            a, b = (float(x) for x in load_file(str(path))["platt"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise ConfigError("calibration", str(path), f"a safetensors file with a 'platt' tensor [a, b] (loading failed: {exc})") from exc
+        return cls(a, b)
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class TokenVectorCache:
+    """Token vectors by text (sha1 key), int8-quantised, least recently used evicted past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ConfigError("cache_bytes", max_bytes, "an int >= 0 (bytes of token vectors kept in memory)")
+        self.max_bytes = max_bytes
+        self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, key: str) -> np.ndarray | None:
+        with self._lock:
+            row = self._rows.get(key)
+            if row is None:
+                self.misses += 1
+                return None
+            self._rows.move_to_end(key)
+            self.hits += 1
+        return dequantize(*row)
+
+    def put(self, key: str, tokens: np.ndarray) -> None:
+        q, s = quantize(np.asarray(tokens, dtype=np.float32))
+        size = q.nbytes + s.nbytes
+        with self._lock:
+            old = self._rows.pop(key, None)
+            if old is not None:
+                self.bytes -= old[0].nbytes + old[1].nbytes
+            if size > self.max_bytes:
+                return
+            self._rows[key] = (q, s)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, (oq, os_) = self._rows.popitem(last=False)
+                self.bytes -= oq.nbytes + os_.nbytes
+
+
+def _sentence_transformer(embedder: Any) -> Any:
+    """The sentence-transformers model behind a meve embedder (unwrapping CachedEmbedder)."""
+    from meve.models import CachedEmbedder, SentenceTransformerEmbedder
+
+    inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
+    if not isinstance(inner, SentenceTransformerEmbedder):
+        raise ConfigError(
+            "embedder",
+            getattr(embedder, "name", type(embedder).__name__),
+            "a SentenceTransformerEmbedder (late interaction needs its token embeddings); pass scorer='cosine' or a cross-encoder for other embedders",
+        )
+    return inner
+
+
+class LateInteractionScorer:
+    """The default verifier (see the module docstring). ``embedder`` defaults to meve's MiniLM.
+
+    ``calibration`` is a :class:`Calibration` or a path to one; the default is the file
+    shipped with meve. ``cache_bytes`` bounds the in-memory token-vector cache.
+    """
+
+    def __init__(self, embedder: Any = None, *, calibration: Calibration | str | Path | None = None, cache_bytes: int = 512 * 2**20) -> None:
+        from meve.models import default_embedder
+
+        self._st = _sentence_transformer(embedder if embedder is not None else default_embedder())
+        self.calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration or CALIBRATION_PATH)
+        self.cache = TokenVectorCache(cache_bytes)
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._qlock = threading.Lock()
+        self.name = f"late-interaction:{self._st.name}"
+        self.pairs_scored = 0
+        self.encoded_at_query_time = 0
+
+    def shares_model_with(self, embedder: Any) -> bool:
+        """True when ``embedder`` runs the same model, so one forward pass serves both."""
+        try:
+            return _sentence_transformer(embedder) is self._st
+        except ConfigError:
+            return False
+
+    def warm_up(self) -> LateInteractionScorer:
+        _ = self._st.model
+        return self
+
+    def _forward(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        model = self._st.model
+        special = set(model.tokenizer.all_special_ids)
+        out = model.encode(list(texts), batch_size=self._st.batch_size, output_value=None, show_progress_bar=False)
+        vecs: list[np.ndarray] = []
+        tokens: list[np.ndarray] = []
+        for row in out:
+            sent = row["sentence_embedding"].float().cpu().numpy()
+            vecs.append(sent / (np.linalg.norm(sent) or 1.0))
+            keep = np.array([int(i) not in special for i in row["input_ids"]], dtype=bool)
+            tok = row["token_embeddings"].float().cpu().numpy()[keep]
+            norms = np.linalg.norm(tok, axis=1, keepdims=True)
+            tokens.append((tok / np.where(norms == 0, 1.0, norms)).astype(np.float32))
+        return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1), tokens
+
+    def embed_and_cache(self, texts: Sequence[str]) -> np.ndarray:
+        """Dense embeddings of ``texts`` (as the shared embedder makes them), keeping their token vectors."""
+        if not texts:
+            return np.zeros((0, self._st.dimension), dtype=np.float32)
+        vecs, tokens = self._forward(texts)
+        for text, tok in zip(texts, tokens, strict=True):
+            self.cache.put(text_key(text), tok)
+        return vecs
+
+    def _passage_tokens(self, passages: Sequence[str]) -> list[np.ndarray]:
+        keys = [text_key(p) for p in passages]
+        found: list[np.ndarray | None] = [self.cache.get(k) for k in keys]
+        missing = list(dict.fromkeys(p for p, f in zip(passages, found, strict=True) if f is None))
+        if missing:
+            _, tokens = self._forward(missing)
+            self.encoded_at_query_time += len(missing)
+            fresh = dict(zip(missing, tokens, strict=True))
+            for text, tok in fresh.items():
+                self.cache.put(text_key(text), tok)
+            found = [f if f is not None else fresh[p] for p, f in zip(passages, found, strict=True)]
+        return [f for f in found if f is not None]
+
+    def _query_tokens(self, query: str) -> np.ndarray:
+        with self._qlock:
+            hit = self._queries.get(query)
+            if hit is not None:
+                self._queries.move_to_end(query)
+                return hit
+        _, (tok,) = self._forward([query])
+        with self._qlock:
+            self._queries[query] = tok
+            while len(self._queries) > 1024:
+                self._queries.popitem(last=False)
+        return tok
+
+    def raw_scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """Uncalibrated MaxSim scores (what the calibration was fitted on)."""
+        if len(passages) == 0:
+            return np.zeros(0, dtype=np.float64)
+        q = self._query_tokens(query)
+        return np.array([maxsim(q, p) for p in self._passage_tokens(passages)], dtype=np.float64)
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        raw = self.raw_scores(query, passages)
+        self.pairs_scored += len(passages)
+        return self.calibration(raw)
+
+
+def fit_platt(raw: np.ndarray, labels: np.ndarray, iterations: int = 100, l2: float = 1e-6) -> Calibration:
+    """Logistic regression of labels on one score (Newton's method; two parameters need nothing more)."""
+    x = np.asarray(raw, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2 or len(set(y.tolist())) != 2:
+        raise ValueError("fit_platt needs matching 1-d scores and 0/1 labels with both classes present")
+    design = np.stack([x, np.ones_like(x)], axis=1)
+    w = np.zeros(2)
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(design @ w)))
+        grad = design.T @ (p - y) + l2 * w
+        hess = design.T @ (design * (p * (1 - p))[:, None]) + l2 * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return Calibration(float(w[0]), float(w[1]))
