@@ -9,7 +9,7 @@ export ANONYMIZED_TELEMETRY := False
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-fast lint bench bench-quick clean
+.PHONY: help venv demo test test-fast lint bench bench-quick train-verifier clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ bench: $(BENCH_STAMP) ## every benchmark (about an hour on 2 cores; not in CI); 
 
 bench-quick: $(BENCH_STAMP) ## small slices of every benchmark (a few minutes once embeddings are cached)
 	$(PY) -m benchmarks.run --quick $(if $(DATA),--data $(DATA))
+
+train-verifier: $(BENCH_STAMP) ## refit the default verifier's calibration on SQuAD dev (tune half; seeded; not in CI)
+	$(PY) -m benchmarks.train_verifier $(if $(DATA),--data $(DATA))
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

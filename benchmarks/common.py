@@ -110,3 +110,46 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     return info
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def squad(path: Path) -> list[dict[str, Any]]:
+    """A SQuAD-format file (gzip or plain JSON): its list of articles."""
+    import gzip
+    import json
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        data: list[dict[str, Any]] = json.load(fh)["data"]
+    return data
+
+
+def squad_dev_split(titles: Sequence[str]) -> dict[str, str]:
+    """Half the SQuAD dev articles for tuning ("tune"), the other half for reporting ("test"):
+    ordered by the sha256 of the title, so the split is fixed and independent of file order."""
+    ordered = sorted(titles, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
+    return {t: ("tune" if i < len(ordered) // 2 else "test") for i, t in enumerate(ordered)}
+
+
+def squad_pairs(articles: Sequence[dict[str, Any]], n_questions: int, seed: int, negatives: int = 3) -> list[tuple[str, str, int]]:
+    """(question, paragraph, label): each sampled question against its own paragraph (1) and
+    ``negatives`` other paragraphs of the same article (0), drawn with ``seed``."""
+    import random
+
+    rng = random.Random(seed)
+    qs = [(ai, pi, q["question"]) for ai, a in enumerate(articles) for pi, p in enumerate(a["paragraphs"]) for q in p["qas"]]
+    rng.shuffle(qs)
+    out: list[tuple[str, str, int]] = []
+    for ai, pi, question in qs[:n_questions]:
+        paras = articles[ai]["paragraphs"]
+        others = [j for j in range(len(paras)) if j != pi]
+        for j in [pi, *rng.sample(others, min(negatives, len(others)))]:
+            out.append((question, paras[j]["context"], int(j == pi)))
+    return out

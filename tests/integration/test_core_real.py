@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from meve import BiEncoderScorer, CrossEncoderScorer, MeVe, MeVeConfig, default_scorer
+from meve import BiEncoderScorer, CrossEncoderScorer, MeVe, MeVeConfig
 from meve.cli import demo_corpus
 from meve.store import chroma_client
 
@@ -19,18 +19,8 @@ pytestmark = pytest.mark.integration
 def demo(minilm):
     corpus = demo_corpus()["passages"]
     return MeVe.from_texts(
-        [p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_init=8, t_max=120)
+        [p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, config=MeVeConfig(k_init=8, t_max=120)
     )
-
-
-def test_default_scorer_falls_back_loudly_and_the_trace_names_it(minilm, caplog):
-    import meve.tokens as tokens
-
-    tokens._warned.discard("no-cross-encoder")
-    with caplog.at_level("WARNING", logger="meve"):
-        scorer = default_scorer(minilm)
-    assert isinstance(scorer, BiEncoderScorer)
-    assert "could not be loaded offline" in caplog.text and "bi-encoder" in caplog.text
 
 
 def test_meve_on_real_minilm_removes_duplicates_and_respects_the_budget(demo):
@@ -41,13 +31,18 @@ def test_meve_on_real_minilm_removes_duplicates_and_respects_the_budget(demo):
     assert "dunlop-dup" not in ids  # near-duplicate of the higher-ranked 'dunlop'
     assert any(d.id == "dunlop-dup" and "near-duplicate of dunlop" in d.reason for d in r.phase("prioritise").dropped)
     assert r.token_count <= 120 < base.token_count
-    assert "bi-encoder" in r.phase("verify").info["verifier"]
+    assert r.phase("verify").info["verifier"] == "late-interaction:all-MiniLM-L6-v2"  # the default, no scorer given
 
 
-def test_fallback_rescues_a_query_dense_search_misses(demo):
-    r = demo.run("Campagnolo", k_init=2, tau=0.95)
-    assert r.phase("fallback").info["triggered"] is True
-    assert "derailleur-history" in [d.id for d in r.documents if d.source == "fallback"]
+def test_fallback_tops_up_to_n_min_with_lexical_hits_the_verifier_did_not_keep(demo):
+    # The late-interaction verifier keeps only derailleur-history of the 2 dense candidates, so the
+    # BM25 fallback runs; it must not re-add what was verified, and what it adds is labelled as such.
+    r = demo.run("Campagnolo and the safety bicycle", k_init=2)
+    assert r.phase("verify").kept == ("derailleur-history",)
+    fb = r.phase("fallback")
+    assert fb.info["triggered"] is True and fb.info["added"] and "derailleur-history" not in fb.info["added"]
+    assert len(fb.kept) == 1 + len(fb.info["added"]) >= 3
+    assert all(d.source == "fallback" for d in r.documents if d.id in fb.info["added"])
 
 
 def test_novelty_mode_on_real_embeddings(demo):

@@ -1,0 +1,128 @@
+"""The default verifier with the real MiniLM and the shipped calibration."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from meve import BiEncoderScorer, ConfigError, LateInteractionScorer, MeVe, MeVeConfig, make_scorer
+from meve.cli import demo_corpus
+from meve.verifier import CALIBRATION_PATH, Calibration
+
+pytestmark = pytest.mark.integration
+
+# Hand-written: each question, a passage that answers it, and an on-domain passage that does not.
+PAIRS = [
+    (
+        "When was the Eiffel Tower completed?",
+        "The Eiffel Tower was completed in March 1889 as the entrance arch to the World's Fair in Paris.",
+        "The Louvre is the world's most-visited museum and holds the Mona Lisa.",
+    ),
+    (
+        "What gas do plants absorb for photosynthesis?",
+        "During photosynthesis, plants take in carbon dioxide from the air and release oxygen.",
+        "Many flowering plants depend on bees and other insects for pollination.",
+    ),
+    (
+        "Who wrote the novel Pride and Prejudice?",
+        "Pride and Prejudice is an 1813 novel of manners written by Jane Austen.",
+        "Charles Dickens serialised most of his novels in monthly instalments.",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def verifier(minilm):
+    return LateInteractionScorer(minilm)
+
+
+@pytest.mark.parametrize(("question", "answer", "off_topic"), PAIRS)
+def test_an_answering_passage_passes_tau_and_an_off_topic_one_does_not(verifier, question, answer, off_topic):
+    yes, no = verifier.score(question, [answer, off_topic])
+    assert yes >= 0.5 > no, (yes, no)
+
+
+def test_the_default_is_late_interaction_and_cosine_is_only_explicit(minilm, monkeypatch):
+    monkeypatch.delenv("MEVE_VERIFIER", raising=False)
+    assert isinstance(make_scorer(None, minilm), LateInteractionScorer)
+    assert isinstance(make_scorer("cosine", minilm), BiEncoderScorer)
+    monkeypatch.setenv("MEVE_VERIFIER", "cosine")
+    assert isinstance(make_scorer(None, minilm), BiEncoderScorer)
+
+
+def test_a_verifier_that_cannot_load_raises_and_names_it(minilm, tmp_path):
+    missing = str(tmp_path / "no-such-cross-encoder")
+    with pytest.raises(ConfigError, match="no-such-cross-encoder") as err:
+        make_scorer(missing, minilm)
+    assert err.value.__cause__ is not None
+    with pytest.raises(ConfigError, match="calibration"):
+        LateInteractionScorer(minilm, calibration=tmp_path / "nope.safetensors")
+
+
+def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
+    corpus = demo_corpus()["passages"]
+    scorer = LateInteractionScorer(minilm)
+    m = MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8))
+    assert len(scorer.cache) == len({p["text"] for p in corpus})
+    r = m.run("What does the derailleur do on a bicycle?")
+    assert scorer.encoded_at_query_time == 0
+    verify = r.phase("verify")
+    assert verify.info["verifier"] == "late-interaction:all-MiniLM-L6-v2"
+    assert r.documents[0].id == "derailleur" and r.documents[0].source == "dense"
+    # Stricter than the retriever: most of the 8 dense candidates are rejected.
+    assert len(verify.kept) < 8
+    # Vectors the ingestion pass kept score the same as freshly computed ones.
+    fresh = LateInteractionScorer(minilm).score("derailleur gears", [corpus[0]["text"]])
+    assert np.allclose(scorer.score("derailleur gears", [corpus[0]["text"]]), fresh, atol=2e-3)
+
+
+def test_meve_accepts_a_verifier_by_name(minilm):
+    corpus = demo_corpus()["passages"]
+    m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer="cosine", config=MeVeConfig(k_init=5))
+    assert m.run("derailleur").phase("verify").info["verifier"].startswith("cosine:")
+
+
+def test_the_default_loads_offline_with_an_empty_hugging_face_cache(tmp_path):
+    code = (
+        "from meve import MeVe; "
+        "m = MeVe.from_texts(['The Eiffel Tower was completed in 1889.', 'Bees pollinate flowers.']); "
+        "print(m.run('When was the Eiffel Tower completed?').phase('verify').info['verifier'])"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "MEVE_VERIFIER": ""}
+    env.pop("SENTENCE_TRANSFORMERS_HOME", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "late-interaction:all-MiniLM-L6-v2"
+    hf = tmp_path / "hf"
+    assert not hf.exists() or not any(p.is_file() for p in hf.rglob("*"))
+
+
+def test_training_script_fits_a_calibration_on_a_tiny_slice(tmp_path, minilm):
+    from benchmarks.train_verifier import train
+
+    def article(title, topics):
+        return {
+            "title": title,
+            "paragraphs": [
+                {"context": text, "qas": [{"id": f"{title}{i}", "question": q, "answers": [{"text": "x", "answer_start": 0}]}]}
+                for i, (text, q) in enumerate(topics)
+            ],
+        }
+
+    topics = [(a, q) for q, a, _ in PAIRS] + [(PAIRS[0][2], "Which museum holds the Mona Lisa?")]
+    data = {"version": "1.1", "data": [article(f"A{k}", topics) for k in range(2)]}
+    path = tmp_path / "tiny-dev.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump(data, fh)
+    out = tmp_path / "cal.safetensors"
+    log = train(path, questions=4, seed=0, out=out)
+    assert log["pairs"] == 16 and log["positives"] == 4 and len(log["data_sha256"]) == 64
+    cal = Calibration.load(out)
+    assert cal.a > 0  # a higher MaxSim means more likely relevant
+    assert CALIBRATION_PATH.exists() and Calibration.load() != cal
