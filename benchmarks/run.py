@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("quality", "hierarchical", "memory", "memory_speed", "speed", "race")
+SECTIONS = ("verifier", "quality", "hierarchical", "memory", "memory_speed", "speed", "race")
 
 
 def main() -> None:
@@ -55,6 +55,10 @@ def main() -> None:
         print(f"wrote benchmarks/results/{name}.json", flush=True)
 
     t0 = time.perf_counter()
+    if "verifier" in only:
+        from benchmarks import verifier
+
+        save("verifier", verifier.run(data, full))
     if "quality" in only:
         from benchmarks import quality
 

@@ -1,0 +1,360 @@
+"""The verifier benchmark: which scorer tells relevant from irrelevant, what it costs, how well it is calibrated.
+
+Selection (choosing the default) uses only the *tune* half of the SQuAD v1.1 dev
+articles and SQuAD *train*; every reported metric uses held-out data: the *test*
+half of SQuAD dev, WikiQA test, the MS MARCO sample and HotpotQA 500.
+
+    python -m benchmarks.run --only verifier [--data DIR]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import tarfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import RESULTS, pct, squad, squad_dev_split, squad_pairs
+from meve import BiEncoderScorer, MeVe, MeVeConfig, SentenceTransformerEmbedder
+from meve.verifier import Calibration, LateInteractionScorer, maxsim
+
+Pairs = list[tuple[str, str, int]]  # (query, passage, label)
+
+
+# -- metrics ------------------------------------------------------------------------------
+def auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC by the rank statistic (ties count half)."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(labels) == 1
+    r = rankdata(scores)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    y = np.asarray(labels)[order] == 1
+    hits = np.cumsum(y)
+    return float((hits[y] / (np.flatnonzero(y) + 1)).mean())
+
+
+def ece(labels: np.ndarray, probs: np.ndarray, bins: int = 10) -> tuple[float, list[dict[str, float]]]:
+    """Expected calibration error over equal-width bins, and the reliability rows behind it."""
+    edges = np.linspace(0, 1, bins + 1)
+    idx = np.clip(np.digitize(probs, edges[1:-1]), 0, bins - 1)
+    rows, total = [], 0.0
+    for b in range(bins):
+        m = idx == b
+        if not m.any():
+            continue
+        conf, freq = float(probs[m].mean()), float(np.asarray(labels)[m].mean())
+        total += m.sum() / len(probs) * abs(conf - freq)
+        rows.append({"bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}", "n": int(m.sum()), "mean_predicted": conf, "fraction_relevant": freq})
+    return float(total), rows
+
+
+def mrr_at_10(groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    out = []
+    for labels, scores in groups:
+        order = np.argsort(-scores, kind="stable")[:10]
+        hit = next((i for i, j in enumerate(order) if labels[j] == 1), None)
+        out.append(0.0 if hit is None else 1.0 / (hit + 1))
+    return float(np.mean(out))
+
+
+# -- data ---------------------------------------------------------------------------------
+def squad_sets(data: Path, questions: int) -> tuple[Pairs, Pairs, list[dict[str, Any]]]:
+    articles = squad(data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz")
+    split = squad_dev_split([a["title"] for a in articles])
+    tune = [a for a in articles if split[a["title"]] == "tune"]
+    test = [a for a in articles if split[a["title"]] == "test"]
+    return squad_pairs(tune, questions, seed=1), squad_pairs(test, questions, seed=2), test
+
+
+def wikiqa(data: Path) -> Pairs:
+    out: Pairs = []
+    with gzip.open(data / "train" / "wikiqa" / "WikiQASent-test.txt.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            q, s, y = line.rstrip("\n").split("\t")
+            out.append((q, s, int(y)))
+    return out
+
+
+def msmarco(data: Path, limit: int | None) -> tuple[Pairs, list[list[int]]]:
+    """600 queries x BM25 top-20, in BM25's order; returns pairs and each query's row indices."""
+    pairs: Pairs = []
+    groups: list[list[int]] = []
+    with tarfile.open(data / "train" / "msmarco_tomjg14_assessed" / "msmarco-dev600-bm25top20-firebase.tar.gz") as tar:
+        members = sorted((m for m in tar.getmembers() if "/sampled_files/" in m.name and m.name.endswith(".json")), key=lambda m: m.name)
+        for m in members[:limit]:
+            fh = tar.extractfile(m)
+            assert fh is not None
+            rows = sorted(json.load(fh), key=lambda r: int(r["ranking"]))
+            groups.append(list(range(len(pairs), len(pairs) + len(rows))))
+            pairs += [(r["query_text"], r["passage_text"], int(float(r["relevance_label"]) > 0)) for r in rows]
+    return pairs, groups
+
+
+def hotpot(data: Path, limit: int | None) -> Pairs:
+    rows = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").read_text())[:limit]
+    out: Pairs = []
+    for r in rows:
+        gold = {t for t, _ in r["supporting_facts"]}
+        for title, sents in r["context"]:
+            out.append((r["question"], f"{title}: {''.join(sents)}", int(title in gold)))
+    return out
+
+
+# -- scorers over pairs -------------------------------------------------------------------
+def by_query(pairs: Pairs) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, (q, _, _) in enumerate(pairs):
+        groups.setdefault(q, []).append(i)
+    return groups
+
+
+def score_pairs(pairs: Pairs, fn: Callable[[str, list[str]], np.ndarray]) -> np.ndarray:
+    out = np.zeros(len(pairs))
+    for q, rows in by_query(pairs).items():
+        out[rows] = fn(q, [pairs[i][1] for i in rows])
+    return out
+
+
+def bm25_within(q: str, passages: list[str]) -> np.ndarray:
+    """BM25 over the query's own candidates (a verifier sees no other corpus)."""
+    from meve.lexical import IncrementalBM25
+
+    return np.asarray(IncrementalBM25(passages).get_scores(q), dtype=np.float64)
+
+
+class Features:
+    """Per-pair features for the learned-combination candidate: MaxSim, cosine, IDF-weighted term match, log length."""
+
+    def __init__(self, li: LateInteractionScorer, idf: np.ndarray) -> None:
+        self.li = li
+        self.idf = idf
+        self.tok = li._st.model.tokenizer
+
+    def __call__(self, q: str, passages: list[str]) -> np.ndarray:
+        qt = self.li._query_tokens(q)
+        pts = self.li._passage_tokens(passages)
+        vecs = self.li._st.encode([q, *passages])
+        qids = [i for i in self.tok(q, add_special_tokens=False)["input_ids"]]
+        w = self.idf[qids]
+        rows = []
+        for j, (p, pt) in enumerate(zip(passages, pts, strict=True)):
+            pids = set(self.tok(p, add_special_tokens=False, truncation=True, max_length=256)["input_ids"])
+            match = np.array([i in pids for i in qids], dtype=float)
+            rows.append([maxsim(qt, pt), float(vecs[0] @ vecs[j + 1]), float((match * w).sum() / max(w.sum(), 1e-9)), np.log(max(len(pt), 1))])
+        return np.asarray(rows)
+
+
+def learned_combination(data: Path, li: LateInteractionScorer, tune: Pairs, seed: int = 7) -> dict[str, Any]:
+    """A logistic over [MaxSim, cosine, term match, length], trained on SQuAD *train* with
+    bi-encoder-mined hard negatives; judged on the tune split like the other candidates."""
+    from sklearn.linear_model import LogisticRegression
+
+    train = squad(data / "train" / "squad" / "squad-v1.1-train.explorer.json.gz")
+    tok = li._st.model.tokenizer
+    paras = [p["context"] for a in train for p in a["paragraphs"]]
+    df = np.zeros(tok.vocab_size)
+    for ids in tok(paras, add_special_tokens=False)["input_ids"]:
+        df[list(set(ids))] += 1
+    idf = np.log((len(paras) - df + 0.5) / (df + 0.5) + 1.0)
+    feats = Features(li, idf)
+    rng = random.Random(seed)
+    X, y = [], []
+    for a in rng.sample(train, 30):
+        texts = [p["context"] for p in a["paragraphs"]]
+        vecs = li.embed_and_cache(texts)
+        qs = [(pi, q["question"]) for pi, p in enumerate(a["paragraphs"]) for q in p["qas"]]
+        for pi, question in rng.sample(qs, min(20, len(qs))):
+            cos = vecs @ li._st.encode([question])[0]
+            cos[pi] = -9
+            hard = [int(j) for j in np.argsort(-cos)[:2]]
+            rest = [j for j in range(len(texts)) if j != pi and j not in hard]
+            chosen = [pi, *hard, *rng.sample(rest, min(2, len(rest)))]
+            X.extend(feats(question, [texts[j] for j in chosen]))
+            y.extend(int(j == pi) for j in chosen)
+    model = LogisticRegression(C=10.0).fit(np.asarray(X), np.asarray(y))
+    tune_x = np.zeros((len(tune), 4))
+    for q, rows in by_query(tune).items():
+        tune_x[rows] = feats(q, [tune[i][1] for i in rows])
+    labels = np.array([t[2] for t in tune])
+    s = model.decision_function(tune_x)
+    return {
+        "train_pairs": len(y),
+        "coef": [round(float(c), 3) for c in model.coef_[0]],
+        "tune_auc": auc(labels, s),
+        "tune_ap": average_precision(labels, s),
+        "tune_auc_of_each_feature": {n: auc(labels, tune_x[:, i]) for i, n in enumerate(["maxsim", "cosine", "term_match_idf", "log_length"])},
+    }
+
+
+def random_head_cross_encoder() -> Callable[[str, list[str]], np.ndarray]:
+    """ms-marco-MiniLM-L-6-v2's architecture (MiniLM-L6 + a fresh linear head): what a cross-encoder gives with no training."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from meve.models import default_model_path
+
+    torch.manual_seed(0)
+    ce = CrossEncoder(default_model_path(), num_labels=1, device="cpu")
+
+    def fn(q: str, passages: list[str]) -> np.ndarray:
+        return np.asarray(ce.predict([(q, p) for p in passages], show_progress_bar=False), dtype=np.float64).reshape(-1)
+
+    return fn
+
+
+# -- the run ------------------------------------------------------------------------------
+def run(data: Path, full: bool) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    emb = SentenceTransformerEmbedder()
+    li = LateInteractionScorer(emb, cache_bytes=4 * 2**30)
+    cos = BiEncoderScorer(emb)
+    cal = li.calibration
+    n_q = 400 if full else 60
+    tune, test, test_articles = squad_sets(data, n_q)
+    ms_pairs, ms_groups = msmarco(data, None if full else 60)
+    sets: dict[str, Pairs] = {
+        "squad_dev_test_articles": test,
+        "wikiqa_test": wikiqa(data) if full else wikiqa(data)[:600],
+        "msmarco_sample": ms_pairs,
+        "hotpotqa_500": hotpot(data, None if full else 60),
+    }
+    for pairs in [tune, *sets.values()]:  # token vectors once per distinct passage, as MeVe keeps them at ingestion
+        li.embed_and_cache(list(dict.fromkeys(p for _, p, _ in pairs)))
+
+    # Selection, on the tune split only.
+    labels = np.array([y for _, _, y in tune])
+    raw_li = score_pairs(tune, li.raw_scores)
+    fp32 = score_pairs(tune, lambda q, ps: np.array([maxsim(li._query_tokens(q), t) for t in li._forward(ps)[1]]))
+    selection = {
+        "split": "SQuAD v1.1 dev, tune half of the articles",
+        "pairs": len(tune),
+        "auc": {
+            "cosine": auc(labels, score_pairs(tune, cos.score)),
+            "late_interaction_int8 (default)": auc(labels, raw_li),
+            "late_interaction_fp32": auc(labels, fp32),
+            "bm25_within_candidates": auc(labels, score_pairs(tune, bm25_within)),
+        },
+        "learned_combination": learned_combination(data, li, tune) if full else None,
+    }
+
+    ce = random_head_cross_encoder()
+    systems: dict[str, Callable[[str, list[str]], np.ndarray]] = {
+        "late_interaction (default)": li.score,
+        "cosine": cos.score,
+        "bm25_within_candidates": bm25_within,
+    }
+    results: dict[str, Any] = {}
+    for name, pairs in sets.items():
+        y = np.array([p[2] for p in pairs])
+        row: dict[str, Any] = {"pairs": len(pairs), "positives": int(y.sum()), "queries": len(by_query(pairs))}
+        scores = {s: score_pairs(pairs, fn) for s, fn in systems.items()}
+        sub = pairs[: (400 if full else 80)] if name != "msmarco_sample" else pairs[: 20 * (50 if full else 10)]
+        ce_scores = score_pairs(sub, ce)
+        row["systems"] = {s: {"auc": auc(y, v), "ap": average_precision(y, v)} for s, v in scores.items()}
+        row["systems"]["random_head_cross_encoder"] = {"auc": auc(np.array([p[2] for p in sub]), ce_scores), "pairs_scored": len(sub)}
+        for s in ("late_interaction (default)", "cosine"):
+            row["systems"][s]["accuracy_at_tau_0.5"] = float(((scores[s] >= 0.5) == (y == 1)).mean())
+        if name == "msmarco_sample":
+            bm25_order = [(y[g], -np.arange(len(g), dtype=float)) for g in ms_groups]
+            row["mrr_at_10"] = {
+                "bm25_order": mrr_at_10(bm25_order),
+                **{s: mrr_at_10([(y[g], scores[s][g]) for g in ms_groups]) for s in ("late_interaction (default)", "cosine")},
+            }
+        results[name] = row
+
+    # Calibration on the held-out SQuAD articles.
+    y = np.array([p[2] for p in test])
+    probs = score_pairs(test, li.score)
+    e, rel = ece(y, probs)
+    calibration = {"platt": {"a": cal.a, "b": cal.b}, "ece_test": e, "reliability_test": rel, "raw_at_p_0.5": -cal.b / cal.a}
+
+    # Cascade: cosine decides where it is sure (thresholds from the tune split), late interaction elsewhere.
+    tune_cos = score_pairs(tune, lambda q, ps: np.asarray(emb.encode(ps) @ emb.encode([q])[0], dtype=np.float64))
+    tune_pass = Calibration(cal.a, cal.b)(raw_li) >= 0.5
+    low = float(tune_cos[tune_pass].min()) if tune_pass.any() else 1.0
+    high = float(tune_cos[~tune_pass].max()) if (~tune_pass).any() else -1.0
+    cascade: dict[str, Any] = {"cos_fail_below": low, "cos_pass_above": high}
+    for name, pairs in sets.items():
+        c = score_pairs(pairs, lambda q, ps: np.asarray(emb.encode(ps) @ emb.encode([q])[0], dtype=np.float64))
+        full_pass = score_pairs(pairs, li.score) >= 0.5
+        decided = (c < low) | (c > high)
+        casc = np.where(c < low, False, np.where(c > high, True, full_pass))
+        cascade[name] = {"skipped_fraction": float(decided.mean()), "agreement_with_late_interaction": float((casc == full_pass).mean())}
+
+    cost = verify_cost(test_articles, emb, n_queries=50 if full else 10)
+    out = {
+        "selection": selection,
+        "held_out": results,
+        "calibration": calibration,
+        "cascade": cascade,
+        "cost": cost,
+        "seconds": round(time.perf_counter() - t_start),
+    }
+    _reliability_png(rel)
+    return out
+
+
+def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder, n_queries: int) -> dict[str, Any]:
+    """The verify phase per query with k_init = 20, token vectors kept at ingestion vs encoded at query time."""
+    texts = [p["context"] for a in articles for p in a["paragraphs"]]
+    questions = [q["question"] for a in articles for p in a["paragraphs"] for q in p["qas"]]
+    qs = random.Random(3).sample(questions, n_queries)
+    li = LateInteractionScorer(emb)
+    t0 = time.perf_counter()
+    meve = MeVe.from_texts(texts, embedder=emb, scorer=li, config=MeVeConfig(k_init=20))
+    ingest_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    emb.encode(texts[:200])
+    plain_200 = time.perf_counter() - t0
+
+    def verify_ms(m: MeVe) -> list[float]:
+        return [next(r.ms for r in m.run(q).trace if r.phase == "verify") for q in qs]
+
+    stored = verify_ms(meve)
+    cold_li = LateInteractionScorer(emb, cache_bytes=0)  # nothing kept: every candidate encoded per query
+    cold = verify_ms(MeVe(meve.store, meve.lexical, embedder=emb, scorer=cold_li, config=MeVeConfig(k_init=20)))
+    return {
+        "passages": len(texts),
+        "queries": n_queries,
+        "verify_ms_p50_stored": pct(stored, 50),
+        "verify_ms_p95_stored": pct(stored, 95),
+        "verify_ms_p50_query_time": pct(cold, 50),
+        "verify_ms_p95_query_time": pct(cold, 95),
+        "token_vector_bytes_per_1k_passages": li.cache.bytes / len(li.cache) * 1000,
+        "mean_tokens_per_passage": li.cache.bytes / len(li.cache) / 386,
+        "ingest_seconds_with_token_vectors": ingest_s,
+        "plain_embedding_seconds_per_1k": plain_200 * 5,
+        "ingest_seconds_per_1k": ingest_s / len(texts) * 1000,
+    }
+
+
+def _reliability_png(rows: list[dict[str, float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    ax.plot([0, 1], [0, 1], ":", color="grey", label="perfect calibration")
+    ax.plot([r["mean_predicted"] for r in rows], [r["fraction_relevant"] for r in rows], "o-", label="late interaction (Platt)")
+    for r in rows:
+        ax.annotate(str(r["n"]), (r["mean_predicted"], r["fraction_relevant"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    ax.set_xlabel("predicted P(relevant)")
+    ax.set_ylabel("fraction relevant")
+    ax.set_title("Verifier reliability, SQuAD dev test articles", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    fig.savefig(RESULTS / "verifier_reliability.png", dpi=120)
