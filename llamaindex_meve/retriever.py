@@ -14,7 +14,7 @@ from llamaindex_meve.postprocessors import annotate
 from meve import ContextResult, InputError, MeVe, MeVeConfig
 from meve.context import select_context
 from meve.lexical import IncrementalBM25, top_k
-from meve.models import Embedder, RelevanceScorer, default_embedder, make_scorer
+from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder
 from meve.pipeline import check_query
 from meve.records import Passage
 from meve.tokens import get_token_counter
@@ -53,7 +53,7 @@ class MeVeRetriever(BaseRetriever):
         self.core = core
         self.config = config if config is not None else (core.config if core is not None else MeVeConfig())
         self._embedder = embedder if embedder is not None else default_embedder()
-        self._scorer = scorer
+        self._models = LazyModels(self._embedder, scorer)
         self._counter = get_token_counter(token_counter)
         self.last_result: ContextResult | None = None
         if core is not None:
@@ -70,9 +70,7 @@ class MeVeRetriever(BaseRetriever):
         return cls(core=MeVe.from_documents(docs, **kwargs))
 
     def _scorer_(self) -> RelevanceScorer:
-        if self._scorer is None or isinstance(self._scorer, str):
-            self._scorer = make_scorer(self._scorer, self._embedder)
-        return self._scorer
+        return self._models.scorer
 
     def run(self, query: str, **overrides: Any) -> tuple[ContextResult, dict[str, NodeWithScore]]:
         query = check_query(query)

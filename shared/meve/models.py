@@ -300,9 +300,6 @@ class LazyModels:
         return self._scorer
 
 
-VERIFIERS = ("late-interaction", "cosine")
-
-
 def make_scorer(spec: RelevanceScorer | str | None = None, embedder: Embedder | None = None) -> RelevanceScorer:
     """A verifier from a name, never a silent substitute.
 

@@ -14,7 +14,7 @@ from meve.context import LexicalSearch, PhaseCallback, select_context
 from meve.errors import ConfigError, InputError
 from meve.lexical import BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
-from meve.models import Embedder, RelevanceScorer, default_embedder, embedder_dimension, make_scorer
+from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
 from meve.records import ContextResult, Passage, PhaseRecord
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
@@ -107,7 +107,7 @@ class MeVe:
         if not isinstance(self.config, MeVeConfig):
             raise InputError(f"config must be a MeVeConfig, got {type(self.config).__name__}")
         self.embedder: Embedder = embedder if embedder is not None else default_embedder()
-        self._scorer = scorer
+        self._models = LazyModels(self.embedder, scorer)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
 
     # -- construction -------------------------------------------------------------------
@@ -224,20 +224,24 @@ class MeVe:
     @property
     def scorer(self) -> RelevanceScorer:
         """The verifier: the one given (or named), else meve's default (:func:`meve.models.make_scorer`)."""
-        if self._scorer is None or isinstance(self._scorer, str):
-            self._scorer = make_scorer(self._scorer, self.embedder)
-        return self._scorer
+        return self._models.scorer
+
+    def _shared_late_interaction(self, verify: bool) -> LateInteractionScorer | None:
+        # The late-interaction verifier's token vectors come out of the forward pass that makes the
+        # dense embedding, so ingestion and each query run the model once for both.
+        scorer = self.scorer if verify else None
+        if isinstance(scorer, LateInteractionScorer) and scorer.shares_model_with(self.embedder):
+            return scorer
+        return None
 
     def _index_vectors(self, texts: list[str]) -> np.ndarray:
-        # The late-interaction verifier's token vectors come out of the forward pass that makes the
-        # dense embedding, so ingestion keeps them at no extra model time (verification then costs ms).
-        scorer = self.scorer if self.config.verify else None
-        if isinstance(scorer, LateInteractionScorer) and scorer.shares_model_with(self.embedder):
-            return scorer.embed_and_cache(texts)
-        return self.embedder.encode(texts)
+        li = self._shared_late_interaction(self.config.verify)
+        return li.embed_and_cache(texts) if li is not None else self.embedder.encode(texts)
 
-    def _embed_query(self, query: str) -> np.ndarray:
-        return np.asarray(self.embedder.encode([query])[0], dtype=np.float32)
+    def _embed_query(self, query: str, verify: bool = False) -> np.ndarray:
+        li = self._shared_late_interaction(verify)
+        vec = li.embed_query(query) if li is not None else self.embedder.encode([query])[0]
+        return np.asarray(vec, dtype=np.float32)
 
     # -- running -----------------------------------------------------------------------
     def run(self, query: str, *, on_phase: PhaseCallback | None = None, **overrides: Any) -> ContextResult:
@@ -249,7 +253,7 @@ class MeVe:
         query = check_query(query)
         cfg = self.config.replace(**overrides)
         t0 = time.perf_counter()
-        qvec = self._embed_query(query)
+        qvec = self._embed_query(query, cfg.verify)
         retrieve = self._retrieve_hierarchical if cfg.retrieval == "hierarchical" else self._retrieve_dense
         candidates, lexical, info = retrieve(query, qvec, cfg)
         return select_context(

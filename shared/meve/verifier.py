@@ -91,8 +91,6 @@ class TokenVectorCache:
         self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
         self.bytes = 0
-        self.hits = 0
-        self.misses = 0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -101,10 +99,8 @@ class TokenVectorCache:
         with self._lock:
             row = self._rows.get(key)
             if row is None:
-                self.misses += 1
                 return None
             self._rows.move_to_end(key)
-            self.hits += 1
         return dequantize(*row)
 
     def put(self, key: str, tokens: np.ndarray) -> None:
@@ -204,6 +200,20 @@ class LateInteractionScorer:
             found = [f if f is not None else fresh[p] for p, f in zip(passages, found, strict=True)]
         return [f for f in found if f is not None]
 
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's dense embedding, keeping its token vectors for the verification that follows
+        (one forward pass serves retrieval and verification)."""
+        (vec,), (tok,) = self._forward([query])
+        self._remember_query(query, tok)
+        return vec
+
+    def _remember_query(self, query: str, tokens: np.ndarray) -> None:
+        with self._qlock:
+            self._queries[query] = tokens
+            self._queries.move_to_end(query)
+            while len(self._queries) > 1024:
+                self._queries.popitem(last=False)
+
     def _query_tokens(self, query: str) -> np.ndarray:
         with self._qlock:
             hit = self._queries.get(query)
@@ -211,10 +221,7 @@ class LateInteractionScorer:
                 self._queries.move_to_end(query)
                 return hit
         _, (tok,) = self._forward([query])
-        with self._qlock:
-            self._queries[query] = tok
-            while len(self._queries) > 1024:
-                self._queries.popitem(last=False)
+        self._remember_query(query, tok)
         return tok
 
     def raw_scores(self, query: str, passages: Sequence[str]) -> np.ndarray:

@@ -70,8 +70,15 @@ def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     scorer = LateInteractionScorer(minilm)
     m = MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8))
     assert len(scorer.cache) == len({p["text"] for p in corpus})
+    forwards = []
+    real_forward = scorer._forward
+    scorer._forward = lambda texts: forwards.append(list(texts)) or real_forward(texts)  # type: ignore[method-assign]
+    encoded_before = minilm.encoded
     r = m.run("What does the derailleur do on a bicycle?")
     assert scorer.encoded_at_query_time == 0
+    # One forward pass per query serves retrieval and verification: the embedder itself is not called.
+    assert forwards == [["What does the derailleur do on a bicycle?"]] and minilm.encoded == encoded_before
+    scorer._forward = real_forward  # type: ignore[method-assign]
     verify = r.phase("verify")
     assert verify.info["verifier"] == "late-interaction:all-MiniLM-L6-v2"
     assert r.documents[0].id == "derailleur" and r.documents[0].source == "dense"
