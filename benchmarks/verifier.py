@@ -22,7 +22,7 @@ import numpy as np
 
 from benchmarks.common import RESULTS, pct, squad, squad_dev_split, squad_pairs
 from meve import BiEncoderScorer, MeVe, MeVeConfig, SentenceTransformerEmbedder
-from meve.verifier import Calibration, LateInteractionScorer, maxsim
+from meve.verifier import LateInteractionScorer, maxsim, text_key
 
 Pairs = list[tuple[str, str, int]]  # (query, passage, label)
 
@@ -134,33 +134,66 @@ def bm25_within(q: str, passages: list[str]) -> np.ndarray:
     return np.asarray(IncrementalBM25(passages).get_scores(q), dtype=np.float64)
 
 
+class Encoded:
+    """Each distinct text through MiniLM once: its dense vector and its token vectors come out of one
+    forward pass, as in MeVe's ingestion; cosine and late interaction then read the same pass."""
+
+    def __init__(self, li: LateInteractionScorer) -> None:
+        self.li = li
+        self.vec: dict[str, np.ndarray] = {}
+        self.qvec: dict[str, np.ndarray] = {}
+
+    def passages(self, texts: Sequence[str], fp32: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        """Dense vectors of ``texts``; token vectors go to the verifier's cache (and, unquantised, to ``fp32``)."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self.vec]
+        for start in range(0, len(todo), 256):
+            chunk = todo[start : start + 256]
+            vecs, tokens = self.li._forward(chunk)
+            for text, vec, tok in zip(chunk, vecs, tokens, strict=True):
+                self.vec[text] = vec
+                self.li.cache.put(text_key(text), tok)
+                if fp32 is not None:
+                    fp32[text] = tok
+        return np.stack([self.vec[t] for t in texts])
+
+    def query(self, q: str) -> np.ndarray:
+        if q not in self.qvec:
+            self.qvec[q] = self.li.embed_query(q)
+        return self.qvec[q]
+
+    def cosine(self, q: str, passages: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.passages(passages) @ self.query(q), dtype=np.float64)
+
+
 class Features:
     """Per-pair features for the learned-combination candidate: MaxSim, cosine, IDF-weighted term match, log length."""
 
-    def __init__(self, li: LateInteractionScorer, idf: np.ndarray) -> None:
-        self.li = li
+    def __init__(self, enc: Encoded, idf: np.ndarray) -> None:
+        self.enc = enc
+        self.li = enc.li
         self.idf = idf
-        self.tok = li._st.model.tokenizer
+        self.tok = enc.li._st.model.tokenizer
 
     def __call__(self, q: str, passages: list[str]) -> np.ndarray:
+        cos = self.enc.cosine(q, passages)
         qt = self.li._query_tokens(q)
         pts = self.li._passage_tokens(passages)
-        vecs = self.li._st.encode([q, *passages])
-        qids = [i for i in self.tok(q, add_special_tokens=False)["input_ids"]]
+        qids = list(self.tok(q, add_special_tokens=False)["input_ids"])
         w = self.idf[qids]
         rows = []
         for j, (p, pt) in enumerate(zip(passages, pts, strict=True)):
             pids = set(self.tok(p, add_special_tokens=False, truncation=True, max_length=256)["input_ids"])
             match = np.array([i in pids for i in qids], dtype=float)
-            rows.append([maxsim(qt, pt), float(vecs[0] @ vecs[j + 1]), float((match * w).sum() / max(w.sum(), 1e-9)), np.log(max(len(pt), 1))])
+            rows.append([maxsim(qt, pt), float(cos[j]), float((match * w).sum() / max(w.sum(), 1e-9)), np.log(max(len(pt), 1))])
         return np.asarray(rows)
 
 
-def learned_combination(data: Path, li: LateInteractionScorer, tune: Pairs, seed: int = 7) -> dict[str, Any]:
+def learned_combination(data: Path, enc: Encoded, tune: Pairs, seed: int = 7) -> dict[str, Any]:
     """A logistic over [MaxSim, cosine, term match, length], trained on SQuAD *train* with
     bi-encoder-mined hard negatives; judged on the tune split like the other candidates."""
     from sklearn.linear_model import LogisticRegression
 
+    li = enc.li
     train = squad(data / "train" / "squad" / "squad-v1.1-train.explorer.json.gz")
     tok = li._st.model.tokenizer
     paras = [p["context"] for a in train for p in a["paragraphs"]]
@@ -168,15 +201,15 @@ def learned_combination(data: Path, li: LateInteractionScorer, tune: Pairs, seed
     for ids in tok(paras, add_special_tokens=False)["input_ids"]:
         df[list(set(ids))] += 1
     idf = np.log((len(paras) - df + 0.5) / (df + 0.5) + 1.0)
-    feats = Features(li, idf)
+    feats = Features(enc, idf)
     rng = random.Random(seed)
     X, y = [], []
     for a in rng.sample(train, 30):
         texts = [p["context"] for p in a["paragraphs"]]
-        vecs = li.embed_and_cache(texts)
+        vecs = enc.passages(texts)
         qs = [(pi, q["question"]) for pi, p in enumerate(a["paragraphs"]) for q in p["qas"]]
         for pi, question in rng.sample(qs, min(20, len(qs))):
-            cos = vecs @ li._st.encode([question])[0]
+            cos = vecs @ enc.query(question)
             cos[pi] = -9
             hard = [int(j) for j in np.argsort(-cos)[:2]]
             rest = [j for j in range(len(texts)) if j != pi and j not in hard]
@@ -230,36 +263,44 @@ def run(data: Path, full: bool) -> dict[str, Any]:
         "msmarco_sample": ms_pairs,
         "hotpotqa_500": hotpot(data, None if full else 60),
     }
-    for pairs in [tune, *sets.values()]:  # token vectors once per distinct passage, as MeVe keeps them at ingestion
-        li.embed_and_cache(list(dict.fromkeys(p for _, p, _ in pairs)))
+    enc = Encoded(li)
+    tune_fp32: dict[str, np.ndarray] = {}
+    enc.passages([p for _, p, _ in tune], fp32=tune_fp32)
+    for pairs in sets.values():
+        enc.passages([p for _, p, _ in pairs])
+
+    def cosine(q: str, passages: list[str]) -> np.ndarray:
+        return cos.score_embeddings(enc.query(q), enc.passages(passages))
 
     # Selection, on the tune split only.
     labels = np.array([y for _, _, y in tune])
     raw_li = score_pairs(tune, li.raw_scores)
-    fp32 = score_pairs(tune, lambda q, ps: np.array([maxsim(li._query_tokens(q), t) for t in li._forward(ps)[1]]))
+    fp32 = score_pairs(tune, lambda q, ps: np.array([maxsim(li._query_tokens(q), tune_fp32[p]) for p in ps]))
     selection = {
         "split": "SQuAD v1.1 dev, tune half of the articles",
         "pairs": len(tune),
         "auc": {
-            "cosine": auc(labels, score_pairs(tune, cos.score)),
+            "cosine": auc(labels, score_pairs(tune, cosine)),
             "late_interaction_int8 (default)": auc(labels, raw_li),
             "late_interaction_fp32": auc(labels, fp32),
             "bm25_within_candidates": auc(labels, score_pairs(tune, bm25_within)),
         },
-        "learned_combination": learned_combination(data, li, tune) if full else None,
+        "learned_combination": learned_combination(data, enc, tune) if full else None,
     }
 
     ce = random_head_cross_encoder()
     systems: dict[str, Callable[[str, list[str]], np.ndarray]] = {
         "late_interaction (default)": li.score,
-        "cosine": cos.score,
+        "cosine": cosine,
         "bm25_within_candidates": bm25_within,
     }
     results: dict[str, Any] = {}
+    li_scores: dict[str, np.ndarray] = {}
     for name, pairs in sets.items():
         y = np.array([p[2] for p in pairs])
         row: dict[str, Any] = {"pairs": len(pairs), "positives": int(y.sum()), "queries": len(by_query(pairs))}
         scores = {s: score_pairs(pairs, fn) for s, fn in systems.items()}
+        li_scores[name] = scores["late_interaction (default)"]
         sub = pairs[: (400 if full else 80)] if name != "msmarco_sample" else pairs[: 20 * (50 if full else 10)]
         ce_scores = score_pairs(sub, ce)
         row["systems"] = {s: {"auc": auc(y, v), "ap": average_precision(y, v)} for s, v in scores.items()}
@@ -276,19 +317,19 @@ def run(data: Path, full: bool) -> dict[str, Any]:
 
     # Calibration on the held-out SQuAD articles.
     y = np.array([p[2] for p in test])
-    probs = score_pairs(test, li.score)
+    probs = li_scores["squad_dev_test_articles"]
     e, rel = ece(y, probs)
     calibration = {"platt": {"a": cal.a, "b": cal.b}, "ece_test": e, "reliability_test": rel, "raw_at_p_0.5": -cal.b / cal.a}
 
     # Cascade: cosine decides where it is sure (thresholds from the tune split), late interaction elsewhere.
-    tune_cos = score_pairs(tune, lambda q, ps: np.asarray(emb.encode(ps) @ emb.encode([q])[0], dtype=np.float64))
-    tune_pass = Calibration(cal.a, cal.b)(raw_li) >= 0.5
+    tune_cos = score_pairs(tune, enc.cosine)
+    tune_pass = cal(raw_li) >= 0.5
     low = float(tune_cos[tune_pass].min()) if tune_pass.any() else 1.0
     high = float(tune_cos[~tune_pass].max()) if (~tune_pass).any() else -1.0
     cascade: dict[str, Any] = {"cos_fail_below": low, "cos_pass_above": high}
     for name, pairs in sets.items():
-        c = score_pairs(pairs, lambda q, ps: np.asarray(emb.encode(ps) @ emb.encode([q])[0], dtype=np.float64))
-        full_pass = score_pairs(pairs, li.score) >= 0.5
+        c = score_pairs(pairs, enc.cosine)
+        full_pass = li_scores[name] >= 0.5
         decided = (c < low) | (c > high)
         casc = np.where(c < low, False, np.where(c > high, True, full_pass))
         cascade[name] = {"skipped_fraction": float(decided.mean()), "agreement_with_late_interaction": float((casc == full_pass).mean())}
@@ -319,12 +360,13 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
     emb.encode(texts[:200])
     plain_200 = time.perf_counter() - t0
 
-    def verify_ms(m: MeVe) -> list[float]:
-        return [next(r.ms for r in m.run(q).trace if r.phase == "verify") for q in qs]
+    def phase_ms(m: MeVe) -> tuple[list[float], list[float]]:
+        traces = [m.run(q).trace for q in qs]
+        return [next(r.ms for r in t if r.phase == "verify") for t in traces], [sum(r.ms for r in t) for t in traces]
 
-    stored = verify_ms(meve)
+    stored, stored_total = phase_ms(meve)
     cold_li = LateInteractionScorer(emb, cache_bytes=0)  # nothing kept: every candidate encoded per query
-    cold = verify_ms(MeVe(meve.store, meve.lexical, embedder=emb, scorer=cold_li, config=MeVeConfig(k_init=20)))
+    cold, _ = phase_ms(MeVe(meve.store, meve.lexical, embedder=emb, scorer=cold_li, config=MeVeConfig(k_init=20)))
     return {
         "passages": len(texts),
         "queries": n_queries,
@@ -332,6 +374,7 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
         "verify_ms_p95_stored": pct(stored, 95),
         "verify_ms_p50_query_time": pct(cold, 50),
         "verify_ms_p95_query_time": pct(cold, 95),
+        "query_ms_p50_stored": pct(stored_total, 50),
         "token_vector_bytes_per_1k_passages": li.cache.bytes / len(li.cache) * 1000,
         "mean_tokens_per_passage": li.cache.bytes / len(li.cache) / 386,
         "ingest_seconds_with_token_vectors": ingest_s,
