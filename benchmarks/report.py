@@ -148,25 +148,49 @@ def _verifier_section(v: dict[str, Any]) -> list[str]:
             f"tune AUC {lc['tune_auc']:.4f}, coefficients {lc['coef']}; each feature alone on tune: {_fmt(lc['tune_auc_of_each_feature'])}.",
             "",
         ]
-    lines += ["Held-out results (never used for a choice). `bm25_within_candidates` scores BM25 over the query's own candidate set, which is all a verifier sees; the random-head cross-encoder is scored on a prefix of each set (`pairs_scored`).", ""]
+    lines += [
+        "Held-out results (never used for a choice). `bm25_within_candidates` scores BM25 over the query's own candidate set, which is all a verifier sees; the random-head cross-encoder is scored on a prefix of each set (`pairs_scored`).",
+        "",
+    ]
     rows = []
     for name, r in v["held_out"].items():
         for system, m in r["systems"].items():
-            rows.append({"data": name, "system": system, "auc": m["auc"], "ap": m.get("ap", ""), "accuracy_at_tau_0.5": m.get("accuracy_at_tau_0.5", ""), "pairs": m.get("pairs_scored", r["pairs"])})
+            rows.append(
+                {
+                    "data": name,
+                    "system": system,
+                    "auc": m["auc"],
+                    "ap": m.get("ap", ""),
+                    "accuracy_at_tau_0.5": m.get("accuracy_at_tau_0.5", ""),
+                    "pairs": m.get("pairs_scored", r["pairs"]),
+                }
+            )
     lines += _table(rows)
     ms = v["held_out"].get("msmarco_sample", {}).get("mrr_at_10")
     if ms:
         lines += [f"MS MARCO sample, MRR@10 re-ranking BM25's top-20: {_fmt(ms)}.", ""]
     lines += ["Targets (held-out data):"]
-    for name, label in (("squad_dev_test_articles", "SQuAD dev test articles"), ("wikiqa_test", "WikiQA test"), ("hotpotqa_500", "HotpotQA 500 supporting vs distractor")):
+    for name, label in (
+        ("squad_dev_test_articles", "SQuAD dev test articles"),
+        ("wikiqa_test", "WikiQA test"),
+        ("hotpotqa_500", "HotpotQA 500 supporting vs distractor"),
+    ):
         if name in v["held_out"]:
             d, c = v["held_out"][name]["systems"][default]["auc"], v["held_out"][name]["systems"][cos]["auc"]
             lines.append(_target(d >= c + 0.05, f"{label}: AUC {d:.3f} vs cosine {c:.3f} (target >= cosine + 0.05; difference {d - c:+.3f})."))
     if ms:
-        lines.append(_target(ms[default] > max(ms["bm25_order"], ms[cos]), f"MS MARCO MRR@10 {ms[default]:.3f} vs BM25 order {ms['bm25_order']:.3f} and cosine {ms[cos]:.3f} (target: above both)."))
+        lines.append(
+            _target(
+                ms[default] > max(ms["bm25_order"], ms[cos]),
+                f"MS MARCO MRR@10 {ms[default]:.3f} vs BM25 order {ms['bm25_order']:.3f} and cosine {ms[cos]:.3f} (target: above both).",
+            )
+        )
     cost = v["cost"]
     lines.append(
-        _target(cost["verify_ms_p50_stored"] <= 300, f"verify phase p50 {cost['verify_ms_p50_stored']:.1f} ms with token vectors kept at ingestion, k_init 20 (target <= 300 ms); {cost['verify_ms_p50_query_time']:.0f} ms when every candidate is encoded at query time.")
+        _target(
+            cost["verify_ms_p50_stored"] <= 300,
+            f"verify phase p50 {cost['verify_ms_p50_stored']:.1f} ms with token vectors kept at ingestion, k_init 20 (target <= 300 ms); {cost['verify_ms_p50_query_time']:.0f} ms when every candidate is encoded at query time.",
+        )
     )
     lines.append("")
     cal = v["calibration"]
@@ -177,7 +201,10 @@ def _verifier_section(v: dict[str, Any]) -> list[str]:
     ]
     lines += _table(cal["reliability_test"])
     casc = v["cascade"]
-    lines += [f"Cascade: cosine decides alone below {casc['cos_fail_below']:.3f} (fail) and above {casc['cos_pass_above']:.3f} (pass), thresholds from the tune split; late interaction decides the rest.", ""]
+    lines += [
+        f"Cascade: cosine decides alone below {casc['cos_fail_below']:.3f} (fail) and above {casc['cos_pass_above']:.3f} (pass), thresholds from the tune split; late interaction decides the rest.",
+        "",
+    ]
     lines += _table([{"data": k, **r} for k, r in casc.items() if isinstance(r, dict)])
     lines += [
         f"Cost ({cost['passages']} SQuAD test-article paragraphs, {cost['queries']} queries): token vectors kept at ingestion take {cost['token_vector_bytes_per_1k_passages'] / 2**20:.1f} MiB per 1k passages in memory "
@@ -188,6 +215,60 @@ def _verifier_section(v: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _unanswerable_section(u: dict[str, Any]) -> list[str]:
+    keys = [
+        "fallback_tau",
+        "fallback_min_bm25",
+        "answer_in_context",
+        "tokens_answerable",
+        "padded_rate",
+        "tokens_unanswerable",
+        "fallback_added_per_unanswerable",
+    ]
+    tune, test, chosen = u["tune"], u["test"], u["chosen"]
+    old = next(r for r in test["rows"] if r["fallback_tau"] == 0.0 and r["fallback_min_bm25"] == 0.0)
+    new = next((r for r in test["rows"] if (r["fallback_tau"], r["fallback_min_bm25"]) == (chosen["fallback_tau"], chosen["fallback_min_bm25"])), old)
+    return [
+        "## Questions the corpus cannot answer (fallback padding)",
+        "",
+        f"Command: `{u['command']}` ({u['date']}). SQuAD v1.1 dev: the tune half of the articles chooses the rule, the test half reports it.",
+        f"Within each half, {len(tune['corpus_articles'])} articles' paragraphs form the corpus ({tune['paragraphs']} tune / {test['paragraphs']} test paragraphs);",
+        f"{tune['answerable']} questions about them are answerable, {tune['unanswerable']} questions about the other articles are off-topic.",
+        "A context is *padded* when an off-topic question still gets passages; answer-in-context counts answerable questions whose",
+        "context holds a gold answer string. Default models (MiniLM, late-interaction verifier), MeVe defaults otherwise.",
+        "",
+        f"Chosen on tune ({chosen['rule']}): fallback_tau {chosen['fallback_tau']}, fallback_min_bm25 {chosen['fallback_min_bm25']}.",
+        "",
+        f"Test half: padded rate {old['padded_rate']:.3f} with the old rule (any BM25 hit, whatever the verifier said) -> {new['padded_rate']:.3f};",
+        f"answer-in-context {old['answer_in_context']:.3f} -> {new['answer_in_context']:.3f}; tokens per answerable question {old['tokens_answerable']} -> {new['tokens_answerable']}.",
+        "",
+        "Tune half, every rule tried:",
+        "",
+        *_table(tune["rows"], keys),
+        "Test half:",
+        "",
+        *_table(test["rows"], keys),
+    ]
+
+
+def _startup_section(st: dict[str, Any]) -> list[str]:
+    rows = [{"command": k, "seconds": v} for k, v in st["seconds_to_first_answer"].items()]
+    h = st["hierarchical_wikipedia_10"]
+    imports = ", ".join(f"`import {k}` {v} ms" for k, v in st["import_ms"].items())
+    return [
+        "## Cold start",
+        "",
+        f"Command: `{st['command']}` ({st['date']}); median of {st['repeats']} fresh processes each.",
+        "",
+        *_table(rows),
+        f"`python -X importtime` totals: {imports}.",
+        "",
+        f"Hierarchical retrieval over {h['documents']} Wikipedia articles ({h['characters']:,} characters, {h['windows']:,} sentence windows embedded at build time):",
+        f"build {h['build_s']} s (process start included), first query {h['first_query_ms']} ms, second query {h['second_query_ms']} ms.",
+        "",
+    ]
 
 
 def write() -> None:
@@ -203,7 +284,7 @@ def write() -> None:
         f"chromadb {mach.get('chromadb')}; CPU only: no GPU was lent to this task, so absolute times are indicative and ratios matter.",
         "",
         "No pretrained cross-encoder can be had offline here. meve's default verifier is now calibrated late interaction",
-        "(section \"Verifier\"). The quality, hierarchical and memory sections were measured before it became the default and",
+        '(section "Verifier"). The quality, hierarchical and memory sections were measured before it became the default and',
         "use the cosine verifier (named in each section) until they are rerun; speed figures use a cross-encoder of the exact",
         "ms-marco-MiniLM-L-6-v2 architecture (MiniLM-L6 encoder, random head) for every system, so they measure time, not quality.",
         "",
@@ -392,6 +473,10 @@ def write() -> None:
         lines += _table([{"arm": a, **r} for a, r in v["arms"].items()])
     if res.get("verifier"):
         lines += _verifier_section(res["verifier"])
+    if res.get("unanswerable"):
+        lines += _unanswerable_section(res["unanswerable"])
+    if res.get("startup"):
+        lines += _startup_section(res["startup"])
     if plots:
         lines += ["## Plots", ""] + [f"![{p}](benchmarks/results/{p})" for p in plots] + [""]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))

@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("verifier", "quality", "hierarchical", "memory", "memory_speed", "speed", "race")
+SECTIONS = ("verifier", "unanswerable", "startup", "quality", "hierarchical", "memory", "memory_speed", "speed", "race")
 
 
 def main() -> None:
@@ -59,6 +59,14 @@ def main() -> None:
         from benchmarks import verifier
 
         save("verifier", verifier.run(data, full))
+    if "unanswerable" in only:
+        from benchmarks import unanswerable
+
+        save("unanswerable", unanswerable.run(data, questions=120 if full else 40))
+    if "startup" in only:
+        from benchmarks import startup
+
+        save("startup", startup.run(data, repeats=3 if full else 1))
     if "quality" in only:
         from benchmarks import quality
 

@@ -1,4 +1,4 @@
-"""A LlamaIndex chat engine with meve's MomentaryMemory over a long conversation.
+"""A LlamaIndex chat engine with meve's MomentaryChatMemory over a long conversation.
 
 The LLM is LlamaIndex's MockLLM (a mock: no LLM runs offline); pass `main(llm=...)` to use a real one.
 Prints how many tokens of history each call would carry with the full history vs. the rebuilt context.
@@ -15,12 +15,12 @@ from typing import Any
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms.mock import MockLLM
 
-from llamaindex_meve import MomentaryMemory
+from llamaindex_meve import MomentaryChatMemory
 from meve import MemoryConfig
 
 
 def main(turns: int = 120, llm: Any = None, db: str | None = None) -> tuple[int, int, list[str]]:
-    memory = MomentaryMemory.from_defaults("chat-demo", path=db or tempfile.mkdtemp(prefix="meve-li-mem-"), config=MemoryConfig(top_k=6, l_max=256))
+    memory = MomentaryChatMemory.from_defaults("chat-demo", path=db or tempfile.mkdtemp(prefix="meve-li-mem-"), config=MemoryConfig(top_k=6, l_max=256))
     engine = SimpleChatEngine.from_defaults(llm=llm or MockLLM(max_tokens=8), memory=memory)
     facts = {7: "My sister Ana lives in Porto.", 40: "I'm allergic to peanuts.", 90: "My bike is a green Brompton."}
     for i in range(turns):

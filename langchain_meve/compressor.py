@@ -13,8 +13,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from meve import MeVeConfig
 from meve.context import embed_passages, local_lexical, select_context
 from meve.models import LazyModels
-from meve.pipeline import check_query
-from meve.records import ContextResult
+from meve.records import ContextResult, check_query
 from meve.tokens import get_token_counter
 
 
@@ -65,7 +64,7 @@ class MeVeCompressor(BaseDocumentCompressor):
         out = []
         for p in result.documents:
             src = documents[int(p.id)]
-            meta = {**src.metadata, "meve_score": p.score, "meve_source": "verified" if p.source == "dense" else "fallback", "meve_tokens": p.tokens}
+            meta = {**src.metadata, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
             out.append(Document(page_content=src.page_content, metadata=meta, id=src.id))
         return out
 

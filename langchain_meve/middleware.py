@@ -71,6 +71,8 @@ def reconstruct_messages(
     if not current:
         return list(messages)
     query = _text(current[0])
+    if not query.strip():
+        return [*system, *current]  # a user message with no text (e.g. only an image): nothing to rebuild for
     ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k)
     current_ids = {m.id for m in current if m.id}
     recalled: list[AnyMessage] = []

@@ -10,11 +10,12 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from meve import ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
+from meve import ConfigError, ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
 from meve.pipeline import LexicalIndex
 
 PHASE_EVENT = "meve_phase"
-_CALL_OVERRIDES = ("k", "t_max", "tau", "k_init", "n_min", "prioritisation", "theta_redundancy")
+# ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
+_CALL_OVERRIDES = ("k", *(f for f in MeVeConfig.__dataclass_fields__ if f != "max_passages"))
 
 
 def passage_to_document(p: Passage) -> Document:
@@ -23,12 +24,18 @@ def passage_to_document(p: Passage) -> Document:
     return Document(page_content=p.text, metadata=meta, id=p.id)
 
 
+def check_k(k: Any) -> int | None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ConfigError("k", k, "None (no cap) or an int >= 1: the most documents to return")
+    return k
+
+
 def _overrides(kwargs: dict[str, Any], k: int | None) -> dict[str, Any]:
     unknown = set(kwargs) - set(_CALL_OVERRIDES)
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}; allowed at invoke time: {', '.join(_CALL_OVERRIDES)}")
     out = {key: kwargs[key] for key in _CALL_OVERRIDES if key != "k" and kwargs.get(key) is not None}
-    limit = kwargs.get("k", k)
+    limit = check_k(kwargs.get("k", k))
     if limit is not None:
         out["max_passages"] = limit
     return out
@@ -47,9 +54,15 @@ class MeVeRetriever(BaseRetriever):
     meve: Any = Field(description="a meve.MeVe pipeline")
     k: int | None = None
 
+    def model_post_init(self, context: Any, /) -> None:
+        check_k(self.k)
+        if not isinstance(self.meve, MeVe):
+            raise ConfigError("meve", self.meve, "a meve.MeVe (build one with MeVeRetriever.from_texts / from_documents / from_vectorstore)")
+
     @classmethod
     def from_texts(cls, texts: Sequence[str], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
         """Build the pipeline with :meth:`meve.MeVe.from_texts` (same keyword arguments)."""
+        check_k(k)  # before the corpus is embedded
         return cls(meve=MeVe.from_texts(texts, **kwargs), k=k)
 
     @classmethod
@@ -57,6 +70,7 @@ class MeVeRetriever(BaseRetriever):
         """MindRef-style hierarchical retrieval over whole documents (no pre-chunking): documents
         by title (``metadata['title']``) and summary, then passages inside them, with character
         offsets in ``metadata['start']``/``['end']``. Keyword arguments go to :meth:`meve.MeVe.from_documents`."""
+        check_k(k)
         docs = [(str(d.id or d.metadata.get("id") or i), str(d.metadata.get("title", "")), d.page_content) for i, d in enumerate(documents)]
         return cls(meve=MeVe.from_documents(docs, **kwargs), k=k)
 
@@ -74,6 +88,7 @@ class MeVeRetriever(BaseRetriever):
     ) -> MeVeRetriever:
         """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
         (with ``id`` or ``metadata['id']``) feed the BM25 fallback."""
+        check_k(k)
         store = LangChainVectorStore(vectorstore)
         ids = [str(d.id or d.metadata.get("id") or i) for i, d in enumerate(documents)]
         store.remember(ids, documents)

@@ -1,7 +1,7 @@
 """LlamaIndex adapters for meve: node postprocessors, a retriever, chat memory and an embedding model."""
 
 from llamaindex_meve.embeddings import MeVeEmbedding
-from llamaindex_meve.memory import MomentaryMemory, MomentaryMemoryBlock
+from llamaindex_meve.memory import MomentaryChatMemory, MomentaryMemoryBlock
 from llamaindex_meve.postprocessors import MeVePostprocessor, NoveltySelector, RedundancyFilter, RelevanceVerifier, TokenBudget
 from llamaindex_meve.retriever import MeVeRetriever
 
@@ -9,7 +9,7 @@ __all__ = [
     "MeVeEmbedding",
     "MeVePostprocessor",
     "MeVeRetriever",
-    "MomentaryMemory",
+    "MomentaryChatMemory",
     "MomentaryMemoryBlock",
     "NoveltySelector",
     "RedundancyFilter",

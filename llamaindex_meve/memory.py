@@ -1,4 +1,8 @@
-"""Momentary Contexts as LlamaIndex chat memory: ``MomentaryMemory`` (BaseMemory) and ``MomentaryMemoryBlock``."""
+"""Momentary Contexts as LlamaIndex chat memory: ``MomentaryChatMemory`` (BaseMemory) and ``MomentaryMemoryBlock``.
+
+The core store is ``meve.MomentaryMemory``; the LlamaIndex class has its own name so the two
+cannot be confused in one file.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ def _text(message: ChatMessage) -> str:
     return message.content or ""
 
 
-class MomentaryMemory(BaseMemory):
+class MomentaryChatMemory(BaseMemory):
     """Chat memory for LlamaIndex chat engines and agents, backed by ``meve.MomentaryMemory`` in Chroma.
 
     ``get(input)`` returns the system messages (never evicted), then the turns memory
@@ -47,7 +51,7 @@ class MomentaryMemory(BaseMemory):
 
     @classmethod
     def class_name(cls) -> str:
-        return "MeVeMomentaryMemory"
+        return "MeVeMomentaryChatMemory"
 
     @classmethod
     def from_defaults(  # type: ignore[override]
@@ -62,7 +66,7 @@ class MomentaryMemory(BaseMemory):
         chat_history: list[ChatMessage] | None = None,
         l_max: int | None = None,
         top_k: int | None = None,
-    ) -> MomentaryMemory:
+    ) -> MomentaryChatMemory:
         core = CoreMemory(session_id, path=path, client=client, config=config, embedders=embedders, token_counter=token_counter)
         mem = cls(core, l_max=l_max, top_k=top_k)
         if chat_history:
@@ -119,7 +123,10 @@ class MomentaryMemory(BaseMemory):
         if query is None:
             query = next((_text(m) for m in reversed(self._current) if m.role == MessageRole.USER), None)
         if query is None:
-            query = next((t.text for t in reversed(turns) if t.role == "user"), "")
+            query = next((t.text for t in reversed(turns) if t.role == "user"), None)
+        if query is None or not query.strip():
+            # Nothing to rebuild for (no user message yet): no recall, like meve's empty-query rule.
+            return [*system, *self._current]
         current_texts = {_text(m) for m in self._current}
         ctx = self._core.reconstruct(query, l_max=self.l_max, top_k=self.top_k)
         recalled = [
@@ -138,12 +145,14 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
     queue flushes into it, and returns the turns rebuilt for the latest user message."""
 
     name: str = "momentary_context"
-    memory: Any = Field(description="a meve.MomentaryMemory")
+    memory: Any = Field(description="a meve.MomentaryMemory (the core store)")
     l_max: int | None = None
     top_k: int | None = None
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        query = next((_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), "")
+        query = next((_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER and _text(m).strip()), None)
+        if query is None:
+            return ""  # no user message to rebuild for
         ctx = await self.memory.areconstruct(query, l_max=self.l_max, top_k=self.top_k)
         return "\n".join(f"{t.role}: {t.text}" for t in ctx.turns)
 

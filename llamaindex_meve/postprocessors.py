@@ -14,12 +14,11 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from meve import InputError, MeVeConfig
+from meve import ConfigError, InputError, MeVeConfig
 from meve.context import embed_passages, local_lexical, select_context
 from meve.models import Embedder, LazyModels, RelevanceScorer
 from meve.phases import drop_redundant, novelty_select, pack_budget, verify
-from meve.pipeline import check_query
-from meve.records import Passage
+from meve.records import Passage, check_query
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
 MEVE_KEYS = ("meve_score", "meve_source", "meve_verified", "meve_note", "meve_tokens")
@@ -33,6 +32,17 @@ def annotate(nws: NodeWithScore, score: float | None, **meta: Any) -> NodeWithSc
     node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, *hidden]
     node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys, *[k for k in meta if k not in node.excluded_embed_metadata_keys]]
     return NodeWithScore(node=node, score=score)
+
+
+def _number(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and (low < value if low_open else low <= value) and value <= high
+    if not ok:
+        raise ConfigError(name, value, f"a number in {'(' if low_open else '['}{low}, {high}]")
+
+
+def _count(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(name, value, f"an int >= {low}")
 
 
 def _query(query_bundle: QueryBundle | None) -> str:
@@ -76,13 +86,16 @@ class RelevanceVerifier(_MeVeNodeProcessor):
     tau: float = 0.5
     min_keep: int = 3
 
+    def model_post_init(self, context: Any, /) -> None:
+        _number("tau", self.tau, 0.0, 1.0)
+        _count("min_keep", self.min_keep, 0)
+
     @classmethod
     def class_name(cls) -> str:
         return "MeVeRelevanceVerifier"
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         query = _query(query_bundle)
-        MeVeConfig(tau=self.tau, n_min=self.min_keep)  # validates both, naming the bad value
         if not nodes:
             return []
         texts = [n.node.get_content() for n in nodes]
@@ -102,12 +115,14 @@ class RedundancyFilter(_MeVeNodeProcessor):
 
     theta: float = 0.85
 
+    def model_post_init(self, context: Any, /) -> None:
+        _number("theta", self.theta, 0.0, 1.0, low_open=True)
+
     @classmethod
     def class_name(cls) -> str:
         return "MeVeRedundancyFilter"
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
-        MeVeConfig(theta_redundancy=self.theta)
         if not nodes:
             return []
         texts = [n.node.get_content() for n in nodes]
@@ -122,13 +137,16 @@ class NoveltySelector(_MeVeNodeProcessor):
     lam: float = 0.7
     theta: float = 0.85
 
+    def model_post_init(self, context: Any, /) -> None:
+        _number("lam", self.lam, 0.0, 1.0)
+        _number("theta", self.theta, 0.0, 1.0, low_open=True)
+
     @classmethod
     def class_name(cls) -> str:
         return "MeVeNoveltySelector"
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         query = _query(query_bundle)
-        MeVeConfig(novelty_lambda=self.lam, theta_redundancy=self.theta)
         if not nodes:
             return []
         _, passages = self._passages(nodes, query)
@@ -142,12 +160,16 @@ class TokenBudget(_MeVeNodeProcessor):
     t_max: int = 512
     separator: str = "\n\n"
 
+    def model_post_init(self, context: Any, /) -> None:
+        _count("t_max", self.t_max, 1)
+        if not isinstance(self.separator, str):
+            raise ConfigError("separator", self.separator, "a str")
+
     @classmethod
     def class_name(cls) -> str:
         return "MeVeTokenBudget"
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
-        MeVeConfig(t_max=self.t_max)
         counter = self._counter()
         texts = [n.node.get_content() for n in nodes]
         out = pack_budget(tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts)), count_many(counter, texts), self.t_max, counter.count(self.separator))
@@ -185,7 +207,4 @@ class MeVePostprocessor(_MeVeNodeProcessor):
             query_vec=qvec,
             lexical=local_lexical(passages),
         )
-        return [
-            annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_source="verified" if p.source == "dense" else "fallback", meve_tokens=p.tokens)
-            for p in result.documents
-        ]
+        return [annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_source=p.source, meve_tokens=p.tokens) for p in result.documents]

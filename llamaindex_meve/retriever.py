@@ -15,8 +15,7 @@ from meve import ContextResult, InputError, MeVe, MeVeConfig
 from meve.context import select_context
 from meve.lexical import IncrementalBM25, top_k
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder
-from meve.pipeline import check_query
-from meve.records import Passage
+from meve.records import Passage, check_query
 from meve.tokens import get_token_counter
 
 

@@ -25,24 +25,38 @@ def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     """(id prefix, text, metadata) records from txt/md/json/jsonl files."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     suffix = path.suffix.lower()
-    raw = path.read_text(encoding="utf-8")
+    if suffix not in (".txt", ".md", ".markdown", ".rst", ".json", ".jsonl"):
+        raise MeVeError(f"{path}: unsupported file type {suffix!r}; allowed: .txt, .md, .markdown, .rst, .json, .jsonl")
+    if not path.exists():
+        raise MeVeError(f"{path}: no such file; check the path")
+    if not path.is_file():
+        raise MeVeError(f"{path}: not a regular file; give text files (directories are not walked)")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise MeVeError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}); convert it to UTF-8 text first") from exc
+    except OSError as exc:
+        raise MeVeError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    source = str(path.resolve())
     if suffix in (".txt", ".md", ".markdown", ".rst"):
-        return [(path.stem, raw, {"source": str(path)})]
+        return [(path.stem, raw, {"source": source})]
     if suffix in (".json", ".jsonl"):
-        items = [json.loads(line) for line in raw.splitlines() if line.strip()] if suffix == ".jsonl" else json.loads(raw)
+        try:
+            items = [json.loads(line) for line in raw.splitlines() if line.strip()] if suffix == ".jsonl" else json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise MeVeError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
         if isinstance(items, dict):
             items = items.get("passages") or items.get("documents") or [items]
         for i, item in enumerate(items):
             if isinstance(item, str):
-                out.append((f"{path.stem}-{i}", item, {"source": str(path)}))
+                out.append((f"{path.stem}-{i}", item, {"source": source}))
             elif isinstance(item, dict) and isinstance(item.get("text"), str):
                 meta: dict[str, Any] = {k: v for k, v in item.items() if k != "text" and isinstance(v, str | int | float | bool)}
-                meta["source"] = str(path)
+                meta["source"] = source
                 out.append((str(item.get("id", f"{path.stem}-{i}")), item["text"], meta))
             else:
                 raise MeVeError(f"{path}: item {i} is neither a str nor an object with a 'text' field")
-        return out
-    raise MeVeError(f"{path}: unsupported file type {suffix!r}; allowed: .txt, .md, .json, .jsonl")
+    return out
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -55,8 +69,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     texts: list[str] = []
     ids: list[str] = []
     metas: list[dict[str, Any]] = []
-    for name in args.files:
-        for prefix, text, meta in _read_records(Path(name)):
+    records = [(name, _read_records(Path(name))) for name in args.files]  # every file is checked before anything is written
+    for _name, recs in records:
+        for prefix, text, meta in recs:
             for j, chunk in enumerate(chunk_text(text, args.chunk_tokens, counter)):
                 texts.append(chunk)
                 ids.append(f"{prefix}#{j}")
@@ -64,9 +79,27 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not texts:
         raise MeVeError("no text found in the given files")
     client = chroma_client(args.db)
-    meve = MeVe.from_texts(texts, ids=ids, metadatas=metas, client=client, collection_name=args.collection, show_progress=True)
+    replaced = 0
+    if args.collection in {c.name for c in client.list_collections()}:
+        collection = client.get_collection(args.collection)
+        clash = collection.get(ids=ids, include=[])["ids"]
+        if clash and not args.replace:
+            raise MeVeError(
+                f"{len(clash)} chunk id(s) are already in collection {args.collection!r} (e.g. {clash[0]!r}); "
+                "to index changed files again add --replace (the files' old chunks are deleted first)"
+            )
+        if args.replace:
+            # A file's old chunks: the same ids, plus any its longer former version had (same source).
+            old = set(clash)
+            for source in sorted({m["source"] for m in metas}):
+                old.update(collection.get(where={"source": source}, include=[])["ids"])
+            for start in range(0, len(old), 1000):
+                collection.delete(ids=sorted(old)[start : start + 1000])
+            replaced = len(old)
+    meve = MeVe.from_texts(texts, ids=ids, metadatas=metas, client=client, collection_name=args.collection, show_progress=sys.stderr.isatty())
     total = meve.store.count() if meve.store else 0
-    _console().print(f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all)")
+    note = f", replacing {replaced} old chunk(s)" if replaced else ""
+    _console().print(f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})")
     return 0
 
 
@@ -87,7 +120,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from meve.pipeline import MeVe
     from meve.store import chroma_client
 
-    client = chroma_client(args.db)
+    client = chroma_client(args.db, create=False)
     names = [c.name for c in client.list_collections()]
     if args.collection not in names:
         raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
@@ -149,15 +182,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory(args: argparse.Namespace) -> Any:
+def cmd_memory(args: argparse.Namespace) -> int:
+    from meve.errors import StoreError
     from meve.memory import MomentaryMemory
 
-    return MomentaryMemory(args.session, path=args.db)
-
-
-def cmd_memory(args: argparse.Namespace) -> int:
     console = _console()
-    mem = _memory(args)
+    if args.memory_cmd == "add":
+        mem = MomentaryMemory(args.session, path=args.db)
+    else:
+        try:  # reading never creates a directory or a session
+            mem = MomentaryMemory(args.session, path=args.db, create=False)
+        except StoreError as exc:
+            if not (args.allow_empty and ("no session" in str(exc) or "no Chroma directory" in str(exc))):
+                raise
+            console.print(f"0 turn(s) in session {args.session!r} (it does not exist; --allow-empty)")
+            return 0
     if args.memory_cmd == "add":
         turn = mem.add(args.text, args.role, turn_id=args.turn_id, timestamp=args.timestamp)
         console.print(f"added {turn.id} (seq {turn.seq}, {turn.timestamp.isoformat()})")
@@ -193,19 +232,26 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="meve", description="Verified, de-duplicated, token-budgeted context for RAG and chat memory.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    from meve import __version__
 
-    p = sub.add_parser("index", help="chunk and index txt/md/json/jsonl files into a persistent Chroma directory")
+    parser = argparse.ArgumentParser(prog="meve", description="Verified, de-duplicated, token-budgeted context for RAG and chat memory.")
+    parser.add_argument("--version", action="version", version=f"meve {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and meve's debug log")
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)  # so `meve query ... --debug` works as well as `meve --debug query ...`
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks and meve's debug log")
+
+    p = sub.add_parser("index", parents=[common], help="chunk and index txt/md/json/jsonl files into a persistent Chroma directory")
     p.add_argument("files", nargs="+")
     p.add_argument("--db", required=True, help="Chroma directory (created if missing)")
     p.add_argument("--collection", default=DEFAULT_COLLECTION)
     p.add_argument("--chunk-tokens", type=int, default=120, help="sentence groups of at most this many tokens")
+    p.add_argument("--replace", action="store_true", help="delete the chunks these files indexed before, then index them again")
     p.set_defaults(func=cmd_index)
 
-    p = sub.add_parser("query", help="run MeVe on an index and show each phase")
+    p = sub.add_parser("query", parents=[common], help="run MeVe on an index and show each phase")
     p.add_argument("query")
-    p.add_argument("--db", required=True)
+    p.add_argument("--db", required=True, help="an existing Chroma directory (never created)")
     p.add_argument("--collection", default=DEFAULT_COLLECTION)
     p.add_argument("--json", action="store_true", help="print the ContextResult as JSON")
     p.add_argument("--t-max", dest="t_max", type=int)
@@ -213,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", dest="k_init", type=int)
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("demo", help="Standard top-k vs MeVe, side by side, on a built-in corpus")
+    p = sub.add_parser("demo", parents=[common], help="Standard top-k vs MeVe, side by side, on a built-in corpus")
     p.add_argument("--query", help="ask your own question instead of the built-in ones")
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--t-max", dest="t_max", type=int, default=120)
@@ -222,9 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("memory", help="inspect and debug a Momentary Contexts chat memory")
     msub = p.add_subparsers(dest="memory_cmd", required=True)
     for name in ("add", "list", "reconstruct"):
-        mp = msub.add_parser(name)
-        mp.add_argument("--db", required=True)
+        mp = msub.add_parser(name, parents=[common])
+        mp.add_argument("--db", required=True, help="Chroma directory" + (" (created if missing)" if name == "add" else " (never created)"))
         mp.add_argument("--session", required=True)
+        if name != "add":
+            mp.add_argument("--allow-empty", dest="allow_empty", action="store_true", help="an unknown session shows no turns instead of an error")
         if name == "add":
             mp.add_argument("text")
             mp.add_argument("--role", default="user")
@@ -246,13 +294,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     import logging
 
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
     args = build_parser().parse_args(argv)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    # Third-party libraries that set their own loggers to DEBUG must not print through this handler.
+    handler.setLevel(logging.DEBUG if args.debug else logging.WARNING)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    if args.debug:
+        logging.getLogger("meve").setLevel(logging.DEBUG)
     try:
         return int(args.func(args))
     except MeVeError as exc:
+        if args.debug:
+            raise
         print(f"meve: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("meve: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # anything meve did not anticipate: one line, the traceback behind --debug
+        if args.debug:
+            raise
+        print(f"meve: error: {type(exc).__name__}: {exc} (run again with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

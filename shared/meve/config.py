@@ -63,6 +63,9 @@ class MeVeConfig:
         verifier is calibrated so that 0.5 is its own recommended cut too.
     n_min: fewer verified candidates than this trigger the BM25 fallback (phase 3).
     fallback_k: BM25 results merged in when the fallback runs.
+    fallback_tau: a fallback passage the verifier scores below this is rejected, not added
+        (passages between fallback_tau and tau may pad the context to n_min; 0 disables).
+    fallback_min_bm25: a fallback passage needs a BM25 score above this (lexical evidence).
     theta_redundancy: cosine above which a lower-ranked candidate is a near-duplicate (phase 4).
     prioritisation: "redundancy" (drop near-duplicates), "novelty" (SARA-style
         greedy selection) or "none" (ablation).
@@ -86,6 +89,8 @@ class MeVeConfig:
     tau: float = 0.5
     n_min: int = 3
     fallback_k: int = 5
+    fallback_tau: float = 0.1
+    fallback_min_bm25: float = 0.0
     theta_redundancy: float = 0.85
     prioritisation: Prioritisation = "redundancy"
     novelty_lambda: float = 0.7
@@ -105,6 +110,8 @@ class MeVeConfig:
         _float("tau", self.tau, 0.0, 1.0)
         _int("n_min", self.n_min, 0)
         _int("fallback_k", self.fallback_k, 0, 10_000)
+        _float("fallback_tau", self.fallback_tau, 0.0, 1.0)
+        _float("fallback_min_bm25", self.fallback_min_bm25, 0.0, 1e6)
         _float("theta_redundancy", self.theta_redundancy, 0.0, 1.0, low_open=True)
         _choice("prioritisation", self.prioritisation, PRIORITISATIONS)
         _float("novelty_lambda", self.novelty_lambda, 0.0, 1.0)

@@ -145,22 +145,29 @@ def select_context(
             "verify", candidates, out, _ms(t0), {p.id: s for p, s in zip(candidates, rel, strict=True)}, verifier=sc.name, tau=cfg.tau, pairs_scored=scored
         )
     else:
-        out = PhaseOutput(candidates, info={"skipped": "verify=False" if not cfg.verify else "no candidates"})
+        out = PhaseOutput(tuple(p.with_(source="unverified") for p in candidates), info={"skipped": "verify=False" if not cfg.verify else "no candidates"})
         trace.record("verify", candidates, out, _ms(t0))
     verified = out.kept
 
-    # Phase 3: fallback.
+    # Phase 3: fallback, only for passages with lexical evidence that the verifier does not reject.
     t0 = time.perf_counter()
     if cfg.fallback and lexical is not None and len(verified) < cfg.n_min and cfg.fallback_k > 0:
-        found = lexical(query, cfg.fallback_k + len(verified))
-        out = fallback(verified, found, cfg.n_min, cfg.fallback_k)
+        # A "rejected" passage scored below fallback_tau; between fallback_tau and tau it may pad the context.
+        rejected = {pid: s for pid, s in cache.items() if s < cfg.fallback_tau}
+        found = lexical(query, cfg.fallback_k + len(candidates))
+        out = fallback(verified, found, cfg.n_min, cfg.fallback_k, min_bm25=cfg.fallback_min_bm25, rejected=rejected)
         added = [p for p in out.kept if p.source == "fallback"]
         scored = 0
         if added and cfg.verify:
-            # Score the additions too, so every passage's .score is on the verifier's scale.
             rel, scored = relevance_scores(scorer(), embedder, query, query_vec, added, cache, cfg)
+            low = {p.id: r for p, r in zip(added, rel, strict=True) if r < cfg.fallback_tau}
             rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
-            out = PhaseOutput(tuple(rescored.get(p.id, p) for p in out.kept), out.dropped, out.info)
+            kept_now = tuple(rescored.get(p.id, p) for p in out.kept if p.id not in low)
+            drops = out.dropped + tuple(
+                Dropped(pid, f"rejected by the verifier (relevance {r:.3f} < fallback_tau {cfg.fallback_tau})", r) for pid, r in low.items()
+            )
+            info = {**out.info, "added": [p.id for p in kept_now if p.source == "fallback"]}
+            out = PhaseOutput(kept_now, drops, info)
         bm25 = {p.id: p.bm25_score or 0.0 for p in found}
         trace.record("fallback", verified, out, _ms(t0), bm25, pairs_scored=scored, reason=f"{len(verified)} verified < n_min {cfg.n_min}")
     else:
@@ -200,6 +207,11 @@ def select_context(
         total = token_counter.count(context)
     budget_info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": token_counter.name, "context_tokens": total}
     if not kept:
-        budget_info["empty"] = "no candidates" if not prioritised else f"every remaining passage alone exceeds t_max {cfg.t_max}"
+        if prioritised:
+            budget_info["empty"] = f"every remaining passage alone exceeds t_max {cfg.t_max}"
+        elif candidates:
+            budget_info["empty"] = "nothing relevant: no candidate passed the verifier and the fallback found no passage with lexical evidence it accepts"
+        else:
+            budget_info["empty"] = "no candidates"
     trace.record("budget", prioritised, PhaseOutput(tuple(kept), tuple(dropped), out.info), _ms(t0), **budget_info)
     return ContextResult(query=query, documents=tuple(kept), context=context, token_count=total, trace=tuple(trace.records), config=cfg.to_dict())

@@ -12,6 +12,7 @@ Backends (all share :func:`bm25_tokenize`, so they see the same terms):
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from meve.errors import ConfigError
+from meve.models import verbose
 
 BACKENDS: tuple[str, ...] = ("bm25s", "rank-bm25", "incremental")
 
@@ -159,6 +161,9 @@ class Bm25sBackend(_StaticBackend):
         if self._model is None:
             import bm25s
 
+            # bm25s sets its own logger to DEBUG at import, so any root handler (e.g. logging.basicConfig)
+            # would print "Building index from tokens" on every rebuild.
+            logging.getLogger("bm25s").setLevel(logging.DEBUG if verbose() else logging.WARNING)
             model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
             model.index(self._corpus(), show_progress=False)
             self._model = model

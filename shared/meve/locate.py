@@ -196,18 +196,25 @@ def sentence_windows(text: str, passage_tokens: int, counter: TokenCounter, stri
     return out
 
 
-def best_passages(
-    query_vec: np.ndarray, documents: Sequence[tuple[Document, float]], embedder: Embedder, counter: TokenCounter, *, passage_tokens: int = 150, k: int = 10
-) -> list[Passage]:
+Windows = Callable[[Document], tuple[Sequence[tuple[int, int]], np.ndarray]]
+
+
+def best_passages(query_vec: np.ndarray, documents: Sequence[tuple[Document, float]], windows: Windows, *, k: int = 10) -> list[Passage]:
     """Passage stage: score every sentence window of the chosen documents; the best ``k``
-    (at most one starting at each sentence, overlapping windows of one document collapsed to the best)."""
+    (overlapping windows of one document collapsed to the best).
+
+    ``windows(doc)`` gives a document's window spans and their embeddings, computed at index
+    time, so a query costs one matrix product per chosen document and no model call.
+    """
     cands: list[tuple[Document, float, int, int]] = []
+    blocks: list[np.ndarray] = []
     for doc, doc_score in documents:
-        for a, b in sentence_windows(doc.text, passage_tokens, counter):
-            cands.append((doc, doc_score, a, b))
+        spans, vecs = windows(doc)
+        cands.extend((doc, doc_score, a, b) for a, b in spans)
+        blocks.append(np.asarray(vecs, dtype=np.float32))
     if not cands:
         return []
-    vecs = embedder.encode([f"{doc.title}: {doc.text[a:b]}" for doc, _, a, b in cands])
+    vecs = np.concatenate(blocks)
     sims = vecs @ query_vec
     order = np.argsort(-sims, kind="stable")
     chosen: list[Passage] = []
@@ -222,7 +229,7 @@ def best_passages(
                 id=f"{doc.id}@{a}-{b}",
                 text=doc.text[a:b],
                 metadata={"doc_id": doc.id, "title": doc.title, "start": a, "end": b, "doc_score": doc_score},
-                source="hierarchical",
+                source="retrieved",
                 dense_score=float(sims[i]),
                 embedding=vecs[int(i)],
             )

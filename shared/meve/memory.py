@@ -35,6 +35,7 @@ from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf, weighted_sum
 from meve.lexical import IncrementalBM25
 from meve.models import Embedder, default_embedder, embedder_dimension
+from meve.records import check_query
 from meve.store import check_metadata, chroma_client
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
@@ -118,6 +119,16 @@ def validate_session_id(session_id: Any) -> str:
     return session_id
 
 
+def list_sessions(client: Any) -> list[str]:
+    """Session ids that have a memory in this Chroma client (read from collection metadata; no model loads)."""
+    found = set()
+    for col in client.list_collections():
+        sid = (getattr(col, "metadata", None) or {}).get("meve:session_id")
+        if sid is not None:
+            found.add(str(sid))
+    return sorted(found)
+
+
 def _slug(text: str, n: int = 24) -> str:
     return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-")[:n] or "x"
 
@@ -165,11 +176,14 @@ class MomentaryMemory:
         clock: Callable[[], datetime] | None = None,
         collection_prefix: str = "meve-mem",
         candidate_pool: int = 64,
+        create: bool = True,
     ) -> None:
+        """``create=False`` opens an existing session only (read-only callers): an unknown
+        session raises :class:`StoreError` naming the sessions that exist, and nothing is created."""
         self.session_id = validate_session_id(session_id)
         if path is not None and client is not None:
             raise InputError("give either path= or client=, not both")
-        self.client = client if client is not None else chroma_client(path)
+        self.client = client if client is not None else chroma_client(path, create=create)
         self.config = config if config is not None else MemoryConfig()
         if not isinstance(self.config, MemoryConfig):
             raise InputError(f"config must be a MemoryConfig, got {type(self.config).__name__}")
@@ -186,6 +200,12 @@ class MomentaryMemory:
         self._collections = []
         for emb in self.embedders:
             name = f"{collection_prefix}-{digest}-{_slug(emb.name)}"
+            if not create and name not in {c.name for c in self.client.list_collections()}:
+                known = list_sessions(self.client)
+                where = f" in {path!r}" if path is not None else ""
+                raise StoreError(
+                    f"no session {self.session_id!r}{where} (embedder {emb.name!r}); sessions there: {', '.join(repr(k) for k in known) if known else 'none'}"
+                )
             col = self.client.get_or_create_collection(
                 name, metadata={"hnsw:space": "cosine", "meve:session_id": self.session_id, "meve:embedder": emb.name}, embedding_function=None
             )
@@ -193,7 +213,7 @@ class MomentaryMemory:
             if stored != self.session_id:
                 raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")
             self._collections.append(col)
-        self._dims = [embedder_dimension(e) for e in self.embedders]
+        self._dims: list[int] | None = None  # measured at the first write, so reading a memory loads no model
         self._load()
 
     # -- state -------------------------------------------------------------------------
@@ -300,6 +320,12 @@ class MomentaryMemory:
                 tid = spec.get("turn_id")
                 if tid is not None and (tid in self._index or tid in ids_in_batch):
                     existing = self._turns[self._index[tid]] if tid in self._index else ids_in_batch[tid]
+                    given = (spec.get("text"), spec.get("role", "user"))
+                    if given != (existing.text, existing.role):
+                        raise InputError(
+                            f"turn_id={tid!r} is already stored as {existing.role}: {existing.text[:60]!r}, and items[{i}] gives "
+                            f"{given[1]}: {str(given[0])[:60]!r}; stored turns are never overwritten, so give the new turn its own turn_id"
+                        )
                     result.append(existing)
                     continue
                 turn = self._prepare(spec.get("text"), spec.get("role", "user"), tid, spec.get("timestamp"), spec.get("metadata"), last, seq)
@@ -310,6 +336,8 @@ class MomentaryMemory:
             if fresh:
                 texts = [t.text for t in fresh]
                 vecs = [np.asarray(e.encode(texts), dtype=np.float32) for e in self.embedders]
+                if self._dims is None:
+                    self._dims = [embedder_dimension(e) for e in self.embedders]
                 for v, dim, e in zip(vecs, self._dims, self.embedders, strict=True):
                     if v.shape[1] != dim:
                         raise StoreError(f"embedder {e.name!r} returned dimension {v.shape[1]}, expected {dim}")
@@ -370,8 +398,7 @@ class MomentaryMemory:
     ) -> MemoryContext:
         """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig)."""
         t0 = time.perf_counter()
-        if not isinstance(query, str):
-            raise InputError(f"query must be a str, got {type(query).__name__}: {query!r}"[:200])
+        query = check_query(query)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns)
         per_weights = self._weights(weights)
         with self._lock:
@@ -384,7 +411,7 @@ class MomentaryMemory:
             past_n = n - n_recent
             bm25: dict[int, float] = {}
             dense: dict[str, dict[int, float]] = {e.name: {} for e in self.embedders}
-            if past_n > 0 and query.strip() and cfg.top_k > 0:
+            if past_n > 0 and cfg.top_k > 0:
                 pool = max(self.candidate_pool, 4 * cfg.top_k)
                 scores = self._bm25.get_scores(query)[:past_n]
                 if scores.size:

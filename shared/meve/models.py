@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -54,11 +55,36 @@ _model_cache: dict[tuple[str, str, str], Any] = {}
 _model_lock = threading.Lock()
 
 
-def _load_cached(kind: str, key: str, device: str, factory: Any) -> Any:
+def verbose() -> bool:
+    """Third-party progress bars and load messages are shown only when ``MEVE_VERBOSE=1``."""
+    return os.environ.get("MEVE_VERBOSE", "").strip().lower() in ("1", "true", "yes")
+
+
+def _quietly(factory: Any) -> Any:
+    # transformers draws a "Loading weights" bar for every model it builds; one process loading a
+    # model is not news. Toggled under _model_lock, so concurrent loads cannot interleave here.
+    if verbose():
+        return factory()
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - a core dependency
+        return factory()
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return factory()
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _load_cached(kind: str, key: str, device: str, factory: Any, label: str | None = None) -> Any:
     with _model_lock:
         model = _model_cache.get((kind, key, device))
         if model is None:
-            model = factory()
+            t0 = time.perf_counter()
+            model = _quietly(factory)
+            log.info("meve: loaded %s on %s in %.1f s", label or key, device, time.perf_counter() - t0)
             _model_cache[(kind, key, device)] = model
         return model
 
@@ -99,7 +125,7 @@ class SentenceTransformerEmbedder:
                 raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {_INSTALL_HINT}") from exc
             return SentenceTransformer(path, device=self.device)
 
-        return _load_cached("st", path, self.device, factory)
+        return _load_cached("st", path, self.device, factory, label=self.name)
 
     @property
     def dimension(self) -> int:
@@ -213,7 +239,7 @@ class CrossEncoderScorer:
                 raise ImportError(f"CrossEncoderScorer needs sentence-transformers; {_INSTALL_HINT}") from exc
             return CrossEncoder(path, device=self.device, local_files_only=self.local_files_only, activation_fn=torch.nn.Sigmoid())
 
-        return _load_cached("ce", f"{path}|{self.local_files_only}", self.device, factory)
+        return _load_cached("ce", f"{path}|{self.local_files_only}", self.device, factory, label=self.name)
 
     def load(self) -> CrossEncoderScorer:
         _ = self.model

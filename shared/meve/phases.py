@@ -28,17 +28,25 @@ def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float) -
     if len(scores) != len(candidates):
         raise ValueError(f"verify got {len(scores)} scores for {len(candidates)} candidates")
     scored = [c.with_(relevance=float(s)) for c, s in zip(candidates, scores, strict=True)]
-    kept = sorted((c for c in scored if c.score >= tau), key=lambda c: -c.score)
+    kept = sorted((c.with_(source="verified") for c in scored if c.score >= tau), key=lambda c: -c.score)
     dropped = tuple(Dropped(c.id, f"relevance {c.score:.3f} < tau {tau}", c.score) for c in scored if c.score < tau)
     return PhaseOutput(tuple(kept), dropped)
 
 
-def fallback(verified: Sequence[Passage], lexical: Sequence[Passage], n_min: int, fallback_k: int) -> PhaseOutput:
-    """Phase 3: when fewer than n_min passed, append up to fallback_k BM25 results not already present."""
+def fallback(
+    verified: Sequence[Passage], lexical: Sequence[Passage], n_min: int, fallback_k: int, *, min_bm25: float = 0.0, rejected: Mapping[str, float] | None = None
+) -> PhaseOutput:
+    """Phase 3: when fewer than n_min passed, append up to fallback_k BM25 results not already present.
+
+    Only passages with lexical evidence qualify: a BM25 score above ``min_bm25``. A passage the
+    verifier already rejected (``rejected``: id -> its score) is not re-added; each skip is recorded.
+    """
     if len(verified) >= n_min:
         return PhaseOutput(tuple(verified), info={"triggered": False})
     present = {c.id for c in verified}
+    rejected = rejected or {}
     added: list[Passage] = []
+    skipped: list[Dropped] = []
     already: list[str] = []
     for cand in lexical:
         if cand.id in present:
@@ -46,9 +54,15 @@ def fallback(verified: Sequence[Passage], lexical: Sequence[Passage], n_min: int
             continue
         if len(added) >= fallback_k:
             break
-        present.add(cand.id)
-        added.append(cand.with_(source="fallback"))
-    return PhaseOutput(tuple(verified) + tuple(added), (), {"triggered": True, "added": [c.id for c in added], "already_verified": already})
+        bm25 = cand.bm25_score if cand.bm25_score is not None else 0.0
+        if bm25 <= min_bm25:
+            skipped.append(Dropped(cand.id, f"no lexical evidence: BM25 {bm25:.2f} <= fallback_min_bm25 {min_bm25}", bm25))
+        elif cand.id in rejected:
+            skipped.append(Dropped(cand.id, f"rejected by the verifier (relevance {rejected[cand.id]:.3f})", rejected[cand.id]))
+        else:
+            present.add(cand.id)
+            added.append(cand.with_(source="fallback"))
+    return PhaseOutput(tuple(verified) + tuple(added), tuple(skipped), {"triggered": True, "added": [c.id for c in added], "already_verified": already})
 
 
 def _unit(vecs: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -15,18 +16,10 @@ from meve.errors import ConfigError, InputError
 from meve.lexical import BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
-from meve.records import ContextResult, Passage, PhaseRecord
+from meve.records import ContextResult, Passage, PhaseRecord, check_query
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
-
-
-def check_query(query: Any) -> str:
-    if not isinstance(query, str):
-        raise InputError(f"query must be a str, got {type(query).__name__}: {query!r}")
-    if not query.strip():
-        raise InputError(f"query {query!r} is empty or whitespace; give the question to retrieve context for")
-    return query
 
 
 def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[list[str], list[str], list[dict[str, Any] | None]]:
@@ -177,14 +170,19 @@ class MeVe:
         scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         summary_tokens: int = 64,
+        show_progress: bool = False,
     ) -> MeVe:
         """Whole documents, no pre-chunking: ``(doc_id, title, text)`` tuples, dicts with those keys,
         or :class:`meve.locate.Document`. Phase 1 is MindRef-style (documents by title + summary,
-        then sentence windows inside them); the fallback is BM25 over the windows of every document."""
+        then sentence windows inside them); the fallback is BM25 over the windows of every document.
+
+        Every sentence window (one starting at each sentence, ``passage_tokens`` long) is embedded
+        here, once: about one window per sentence, so building costs roughly as much as embedding the
+        text twice, and a query then runs the model once (``show_progress=True`` shows a bar)."""
         cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
         embedder = embedder if embedder is not None else default_embedder()
         counter = get_token_counter(token_counter)
-        hierarchy = Hierarchy(_documents(documents), embedder, counter, cfg.passage_tokens, summary_tokens)
+        hierarchy = Hierarchy(_documents(documents), embedder, counter, cfg.passage_tokens, summary_tokens, show_progress=show_progress)
         return cls(None, hierarchy.lexical, config=cfg, embedder=embedder, scorer=scorer, token_counter=counter, hierarchy=hierarchy)
 
     def add_texts(
@@ -279,11 +277,12 @@ class MeVe:
     def _retrieve_hierarchical(self, query: str, qvec: np.ndarray, cfg: MeVeConfig) -> tuple[list[Passage], LexicalSearch, dict[str, Any]]:
         if self.hierarchy is None:
             raise ConfigError("retrieval", "hierarchical", "'dense' for a MeVe built from passages; use MeVe.from_documents for hierarchical retrieval")
-        docs = self.hierarchy.index.select(query, qvec, cfg.k_docs)
-        chosen = [(self.hierarchy.documents[i], score) for i, score in docs]
-        candidates = best_passages(qvec, chosen, self.embedder, self.token_counter, passage_tokens=cfg.passage_tokens, k=cfg.k_init)
+        hierarchy = self.hierarchy
+        docs = hierarchy.index.select(query, qvec, cfg.k_docs)
+        chosen = [(hierarchy.documents[i], score) for i, score in docs]
+        candidates = best_passages(qvec, chosen, lambda doc: hierarchy.windows_of(doc, cfg.passage_tokens), k=cfg.k_init)
         info = {"k_init": cfg.k_init, "mode": "hierarchical", "documents": [d.id for d, _ in chosen], "doc_scores": [round(s, 4) for _, s in chosen]}
-        return candidates, self.hierarchy.search, info
+        return candidates, hierarchy.search, info
 
     def _lexical_search(self, query: str, k: int) -> list[Passage]:
         assert self.store is not None
@@ -298,6 +297,8 @@ class MeVe:
     def baseline(self, query: str, k: int = 5) -> ContextResult:
         """Standard RAG for comparison: dense top-k, no verification and no budget."""
         query = check_query(query)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InputError(f"k={k!r} is not allowed: expected an int >= 1 (the number of passages to return)")
         if self.store is None:
             raise InputError("baseline needs a flat passage store; this MeVe was built with from_documents")
         t0 = time.perf_counter()
@@ -336,15 +337,57 @@ def _documents(documents: Iterable[Any]) -> list[Document]:
 
 
 class Hierarchy:
-    """Everything hierarchical retrieval needs: the document index and BM25 over every document's windows."""
+    """Everything hierarchical retrieval needs: the document index, every document's sentence
+    windows with their embeddings (computed at build time), and BM25 over the windows."""
 
-    def __init__(self, documents: list[Document], embedder: Embedder, counter: TokenCounter, passage_tokens: int, summary_tokens: int) -> None:
+    def __init__(
+        self, documents: list[Document], embedder: Embedder, counter: TokenCounter, passage_tokens: int, summary_tokens: int, *, show_progress: bool = False
+    ) -> None:
+        from tqdm.auto import tqdm
+
         self.documents = documents
         self.embedder = embedder
+        self.counter = counter
         self.index = DocumentIndex(documents, embedder, counter=counter, summary_tokens=summary_tokens)
         self.windows: list[tuple[Document, int, int]] = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, passage_tokens, counter, stride=2)]
         self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [f"{d.title}: {d.text[a:b]}" for d, a, b in self.windows], "bm25s")
         self._by_id = {f"{d.id}@{a}-{b}": (d, a, b) for d, a, b in self.windows}
+        self._lock = threading.Lock()
+        self._windows: dict[tuple[int, str], tuple[list[tuple[int, int]], np.ndarray]] = {}
+        spans = {d.id: sentence_windows(d.text, passage_tokens, counter) for d in documents}
+        total = sum(len(v) for v in spans.values())
+        bar = tqdm(total=total, desc="meve: embedding windows", unit="window", disable=not show_progress)
+        try:
+            # Batches of whole documents, so the bar moves and each document's block stays contiguous.
+            batch: list[Document] = []
+            for doc in documents:
+                batch.append(doc)
+                if sum(len(spans[d.id]) for d in batch) >= 256 or doc is documents[-1]:
+                    texts = [f"{d.title}: {d.text[a:b]}" for d in batch for a, b in spans[d.id]]
+                    vecs = np.asarray(embedder.encode(texts), dtype=np.float32) if texts else np.zeros((0, 0), dtype=np.float32)
+                    at = 0
+                    for d in batch:
+                        n = len(spans[d.id])
+                        self._windows[(passage_tokens, d.id)] = (spans[d.id], vecs[at : at + n])
+                        at += n
+                    bar.update(len(texts))
+                    batch = []
+        finally:
+            bar.close()
+
+    def windows_of(self, doc: Document, passage_tokens: int) -> tuple[list[tuple[int, int]], np.ndarray]:
+        """A document's windows and embeddings; a per-call ``passage_tokens`` other than the built
+        one is embedded on first use and kept."""
+        key = (passage_tokens, doc.id)
+        with self._lock:
+            hit = self._windows.get(key)
+        if hit is not None:
+            return hit
+        spans = sentence_windows(doc.text, passage_tokens, self.counter)
+        vecs = np.asarray(self.embedder.encode([f"{doc.title}: {doc.text[a:b]}" for a, b in spans]), dtype=np.float32)
+        with self._lock:
+            self._windows[key] = (spans, vecs)
+        return spans, vecs
 
     def search(self, query: str, k: int) -> list[Passage]:
         hits = self.lexical.search(query, k)
@@ -357,7 +400,7 @@ class Hierarchy:
                 id=pid,
                 text=d.text[a:b],
                 metadata={"doc_id": d.id, "title": d.title, "start": a, "end": b},
-                source="hierarchical",
+                source="retrieved",
                 bm25_score=s,
                 embedding=vecs[j],
             )

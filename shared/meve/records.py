@@ -12,7 +12,23 @@ from typing import Any, Literal
 
 import numpy as np
 
-Source = Literal["dense", "fallback", "hierarchical"]
+from meve.errors import InputError
+
+# How a passage entered the context, the one vocabulary of ``.source`` and of the adapters'
+# ``meve_source``: "retrieved" before phase 2; then "verified" (passed tau), "fallback" (added by
+# phase 3) or "unverified" (verification switched off). Where candidates came from (dense kNN,
+# hierarchical windows, another retriever) is in the retrieve phase's trace.
+Source = Literal["retrieved", "verified", "fallback", "unverified"]
+SOURCES: tuple[str, ...] = ("retrieved", "verified", "fallback", "unverified")
+
+
+def check_query(query: Any) -> str:
+    """The one rule for queries everywhere (MeVe, memory, both adapters): a non-blank str."""
+    if not isinstance(query, str):
+        raise InputError(f"query must be a str, got {type(query).__name__}: {query!r}"[:200])
+    if not query.strip():
+        raise InputError(f"query {query!r} is empty or whitespace; give the question to retrieve context for")
+    return query
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,7 +42,7 @@ class Passage:
     id: str
     text: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    source: Source = "dense"
+    source: Source = "retrieved"
     dense_score: float | None = None
     bm25_score: float | None = None
     relevance: float | None = None

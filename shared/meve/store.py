@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -29,15 +31,60 @@ class PassageStore(Protocol):
     def count(self) -> int: ...
 
 
-def chroma_client(path: str | None = None) -> Any:
-    """An embedded Chroma client with telemetry off: persistent at ``path``, else in memory."""
+def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Any:
+    """An embedded Chroma client with telemetry off: persistent at ``path``, else in memory.
+
+    Filesystem and Chroma failures are raised as :class:`StoreError` naming the path and the fix
+    (the original exception is the ``__cause__``). ``create=False`` is for read-only callers: a
+    missing directory is an error instead of being created. A path that a client in this process
+    already opened (the user's own ``chromadb.PersistentClient`` included) is shared with it.
+    """
     import chromadb
     from chromadb.config import Settings
 
     settings = Settings(anonymized_telemetry=False)
     if path is None:
         return chromadb.EphemeralClient(settings=settings)
-    return chromadb.PersistentClient(path=str(path), settings=settings)
+    where = Path(path).expanduser()
+    if where.exists() and not where.is_dir():
+        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
+    if not where.exists():
+        if not create:
+            raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
+        try:
+            where.mkdir(parents=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
+    if not os.access(where, os.R_OK | os.W_OK | os.X_OK):
+        raise StoreError(f"db path {str(path)!r} is not readable and writable by this user; Chroma writes even to read, so fix its permissions or copy it")
+    db = where / "chroma.sqlite3"
+    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+        raise StoreError(f"{str(db)!r} is not readable and writable by this user; fix its permissions")
+    # An instance this process already runs on the directory is reused under its own spelling of
+    # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
+    opened = _open_system(where)
+    directory, settings = opened if opened is not None else (str(path), settings)
+    try:
+        return chromadb.PersistentClient(path=directory, settings=settings)
+    except Exception as exc:
+        raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
+
+
+def _open_system(where: Path) -> tuple[str, Any] | None:
+    """(path as spelled, settings) of a Chroma instance this process already runs on ``where``, if any.
+
+    Chroma refuses a second client on one directory with different settings ("An instance of
+    Chroma already exists"); reusing the first one's settings shares its instance instead.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    systems = getattr(SharedSystemClient, "_identifier_to_system", {})
+    target = where.resolve()
+    for system in list(systems.values()):
+        directory = getattr(system.settings, "persist_directory", None)
+        if getattr(system.settings, "is_persistent", False) and directory and Path(directory).expanduser().resolve() == target:
+            return str(directory), system.settings
+    return None
 
 
 def unique_collection_name(prefix: str = "meve") -> str:

@@ -166,11 +166,8 @@ def _load_openai_encoding(name: str) -> tuple[str, str, Any]:
         import bpe_openai
 
         enc = bpe_openai.get_encoding(encoding)
-        warn_once(
-            f"bpe-{encoding}",
-            f"meve: tiktoken's {encoding} file is not in its cache (set TIKTOKEN_CACHE_DIR); "
-            "counting tokens with bpe-openai's offline copy of the same encoding",
-        )
+        # The same encoding from another package gives identical counts, so this is not a degradation: debug only.
+        log.debug("meve: tiktoken's %s file is not in its cache (TIKTOKEN_CACHE_DIR); counting with bpe-openai's copy of the same encoding", encoding)
         return encoding, "bpe-openai", enc
     except Exception as exc:
         raise _EncodingUnavailable(str(exc)) from exc

@@ -25,7 +25,7 @@ TEXTS = [p["text"] for p in demo_corpus()["passages"]]
 def test_langchain_meve_public_api():
     import langchain_meve
 
-    assert sorted(langchain_meve.__all__) == ["MeVeCompressor", "MeVeRetriever", "MomentaryContextMiddleware", "reconstruct_messages"]
+    assert sorted(langchain_meve.__all__) == ["MeVeCompressor", "MeVeEmbeddings", "MeVeRetriever", "MomentaryContextMiddleware", "reconstruct_messages"]
 
 
 class TestMeVeRetrieverStandard(RetrieversIntegrationTests):
@@ -69,7 +69,9 @@ def test_retriever_metadata_invoke_overrides_and_phase_events(minilm):
     docs = r.invoke("How do pneumatic tyres make cycling more comfortable?", config={"callbacks": [Collect()]}, t_max=60, tau=0.5)
     assert [e["phase"] for e in events] == ["retrieve", "verify", "fallback", "prioritise", "budget"]
     assert sum(d.metadata["meve_tokens"] for d in docs) <= 60
-    assert docs[0].metadata["meve_source"] == "dense" and 0 <= docs[0].metadata["meve_score"] <= 1
+    assert docs[0].metadata["meve_source"] == "verified" and 0 <= docs[0].metadata["meve_score"] <= 1
+    unverified = r.invoke("How do pneumatic tyres make cycling more comfortable?", verify=False)
+    assert {d.metadata["meve_source"] for d in unverified} == {"unverified"}
     with pytest.raises(TypeError, match="allowed at invoke time"):
         r.invoke("x", bogus=1)
 
@@ -98,7 +100,7 @@ def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_
     got = r.invoke("How do pneumatic tyres make cycling more comfortable?", t_max=200)
     ids = [d.id for d in got]
     assert ids[0] == "dunlop" and "dunlop-dup" not in ids
-    fb = r.invoke("Campagnolo", k_init=2, tau=0.99)
+    fb = r.invoke("Campagnolo", k_init=2, tau=0.99, fallback_tau=0.0)  # plumbing test: the cosine verifier would reject the hit
     assert "derailleur-history" in [d.id for d in fb]
 
 

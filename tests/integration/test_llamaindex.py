@@ -17,7 +17,7 @@ from llamaindex_meve import (
     MeVeEmbedding,
     MeVePostprocessor,
     MeVeRetriever,
-    MomentaryMemory,
+    MomentaryChatMemory,
     MomentaryMemoryBlock,
     NoveltySelector,
     RedundancyFilter,
@@ -42,7 +42,7 @@ def test_llamaindex_meve_public_api():
             "MeVeEmbedding",
             "MeVePostprocessor",
             "MeVeRetriever",
-            "MomentaryMemory",
+            "MomentaryChatMemory",
             "MomentaryMemoryBlock",
             "NoveltySelector",
             "RedundancyFilter",
@@ -111,7 +111,9 @@ def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
     ids = [n.node.node_id for n in got]
     assert ids[0] == "dunlop" and "dunlop-dup" not in ids
     assert r.last_result is not None and r.last_result.token_count <= 120
-    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95), embedder=minilm, scorer=BiEncoderScorer(minilm)).retrieve("Campagnolo")
+    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), embedder=minilm, scorer=BiEncoderScorer(minilm)).retrieve(
+        "Campagnolo"
+    )
     assert "derailleur-history" in [n.node.node_id for n in fb if n.node.metadata["meve_source"] == "fallback"]
 
     res, ticks = asyncio.run(run_while_ticking(r.aretrieve("What does the derailleur do?")))
@@ -120,7 +122,7 @@ def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
 
 def _memory(minilm, **cfg):
     core = CoreMemory("li", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(**cfg))
-    return MomentaryMemory(core)
+    return MomentaryChatMemory(core)
 
 
 def test_chat_memory_get_put_set_reset_and_system_messages(minilm):
@@ -193,5 +195,5 @@ def test_hierarchical_retrieval_through_llamaindex(minilm):
     docs = [LIDocument(text=p["text"], doc_id=p["id"], metadata={"title": p["title"]}) for p in PASSAGES]
     r = MeVeRetriever.from_documents(docs, embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_docs=3, t_max=200))
     got = r.retrieve("What does the derailleur do?")
-    assert got[0].node.metadata["doc_id"].startswith("derailleur") and got[0].node.metadata["meve_source"] == "hierarchical"
+    assert got[0].node.metadata["doc_id"].startswith("derailleur") and got[0].node.metadata["meve_source"] == "verified"
     assert r.last_result is not None and r.last_result.phase("retrieve").info["mode"] == "hierarchical"

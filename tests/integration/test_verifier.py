@@ -81,7 +81,7 @@ def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     scorer._forward = real_forward  # type: ignore[method-assign]
     verify = r.phase("verify")
     assert verify.info["verifier"] == "late-interaction:all-MiniLM-L6-v2"
-    assert r.documents[0].id == "derailleur" and r.documents[0].source == "dense"
+    assert r.documents[0].id == "derailleur" and r.documents[0].source == "verified"
     # Stricter than the retriever: most of the 8 dense candidates are rejected.
     assert len(verify.kept) < 8
     # Vectors the ingestion pass kept score the same as freshly computed ones.

@@ -64,7 +64,7 @@ def test_hierarchical_meve_picks_documents_then_passages_with_offsets():
     r = m.run("When was the Eiffel Tower completed?")
     assert r.phase("retrieve").info["documents"] == ["eiffel"]
     top = r.documents[0]
-    assert top.metadata["doc_id"] == "eiffel" and top.source == "hierarchical"
+    assert top.metadata["doc_id"] == "eiffel" and top.source == "verified"
     body = DOCS[0].text
     assert body[top.metadata["start"] : top.metadata["end"]] == top.text
     assert r.token_count <= 100

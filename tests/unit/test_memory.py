@@ -62,8 +62,13 @@ def test_add_turns_len_and_idempotent_ids():
     m = mem()
     t = m.add("hello there", "user", turn_id="t-1", metadata={"lang": "en"})
     assert (t.id, t.role, t.text, t.seq, t.metadata) == ("t-1", "user", "hello there", 0, {"lang": "en"})
-    again = m.add("different text", "user", turn_id="t-1")
+    again = m.add("hello there", "user", turn_id="t-1")
     assert again == t and len(m) == 1
+    with pytest.raises(InputError, match=r"turn_id='t-1' is already stored as user: 'hello there'.*own turn_id"):
+        m.add("different text", "user", turn_id="t-1")
+    with pytest.raises(InputError, match="already stored as user"):
+        m.add("hello there", "assistant", turn_id="t-1")
+    assert [x.text for x in m.turns()] == ["hello there"]
     m.add("second", "assistant")
     assert [x.text for x in m.turns()] == ["hello there", "second"]
     assert m.turns()[1].timestamp > m.turns()[0].timestamp
@@ -292,3 +297,11 @@ async def test_async_variants():
     await m.aadd_many(["second async"])
     ctx = await m.areconstruct("hello")
     assert ctx.turns[-1].text == "second async"
+
+
+def test_reconstruct_rejects_an_empty_query_like_meve_run():
+    m = mem()
+    m.add("hello there", "user")
+    for bad in ("", "   ", None):
+        with pytest.raises(InputError, match="query"):
+            m.reconstruct(bad)

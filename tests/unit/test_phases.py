@@ -28,10 +28,20 @@ def test_fallback_only_when_too_few_and_without_duplicates():
     lexical = [p("a", bm25_score=3.0), p("x", bm25_score=2.0), p("y", bm25_score=1.0), p("z", bm25_score=0.5)]
     out = fallback(verified, lexical, n_min=3, fallback_k=2)
     assert [c.id for c in out.kept] == ["a", "x", "y"]
-    assert [c.source for c in out.kept] == ["dense", "fallback", "fallback"]
+    assert [c.source for c in out.kept] == ["retrieved", "fallback", "fallback"]
     assert out.info["already_verified"] == ["a"]
     enough = fallback(verified, lexical, n_min=1, fallback_k=2)
     assert [c.id for c in enough.kept] == ["a"] and enough.info["triggered"] is False
+
+
+def test_fallback_needs_lexical_evidence_and_skips_what_the_verifier_rejected():
+    lexical = [p("x", bm25_score=2.0), p("r", bm25_score=1.5), p("y", bm25_score=1.0), p("zero", bm25_score=0.0), p("z", bm25_score=0.8)]
+    out = fallback((), lexical, n_min=3, fallback_k=3, min_bm25=0.9, rejected={"r": 0.05})
+    assert [c.id for c in out.kept] == ["x", "y"]
+    reasons = {d.id: d.reason for d in out.dropped}
+    assert "rejected by the verifier (relevance 0.050)" in reasons["r"]
+    assert "no lexical evidence: BM25 0.00 <= fallback_min_bm25 0.9" in reasons["zero"]
+    assert "BM25 0.80 <= fallback_min_bm25 0.9" in reasons["z"]
 
 
 def test_redundancy_keeps_the_higher_ranked_of_a_pair():

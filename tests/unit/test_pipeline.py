@@ -36,7 +36,7 @@ def test_run_records_every_phase_with_tokens_and_reasons():
     assert [d.id for d in prio.dropped] == ["doc-1"] and "near-duplicate of doc-0" in prio.dropped[0].reason
     assert r.token_count <= 100 and r.token_count == m.token_counter.count(r.context)
     assert all(rec.tokens_out <= rec.tokens_in for rec in r.trace[1:])
-    assert r.documents[0].id == "doc-0" and r.documents[0].source == "dense"
+    assert r.documents[0].id == "doc-0" and r.documents[0].source == "verified"
     d = r.to_dict()
     assert d["trace"][1]["phase"] == "verify" and d["documents"][0]["id"] == "doc-0"
 
@@ -171,3 +171,28 @@ def test_k_init_above_store_size_and_empty_store_return_what_exists():
 
     empty = ChromaStore(chroma_client().create_collection("empty-store"))
     assert empty.query(FakeEmbedder().encode(["anything"])[0], 5) == []
+
+
+def test_a_question_the_corpus_cannot_answer_gets_an_empty_context_not_padding():
+    m = build(config=MeVeConfig(k_init=3, tau=0.5, n_min=3, fallback_k=3, t_max=200))
+    r = m.run("capital of Australia")
+    assert r.documents == () and r.context == "" and r.token_count == 0
+    fb = r.phase("fallback")
+    assert fb.info["triggered"] is True and fb.info["added"] == []
+    assert "nothing relevant" in r.phase("budget").info["empty"]
+
+
+def test_fallback_keeps_lexical_hits_and_drops_what_the_verifier_rejects():
+    # "Paris" has BM25 evidence in three passages; FakeScorer gives them 1/3 overlap with the query.
+    m = build(config=MeVeConfig(k_init=1, tau=0.9, n_min=3, fallback_k=5, t_max=300, fallback_tau=0.3))
+    r = m.run("Paris opera ballet")
+    assert {d.source for d in r.documents} == {"fallback"}
+    assert all(d.relevance is not None and d.relevance >= 0.3 for d in r.documents)
+    strict = m.run("Paris opera ballet", fallback_tau=0.4)
+    assert strict.documents == ()
+    assert any("< fallback_tau 0.4" in d.reason for d in strict.phase("fallback").dropped)
+
+
+def test_baseline_rejects_k_below_one():
+    with pytest.raises(InputError, match=r"k=0 .*an int >= 1"):
+        build().baseline("Eiffel", k=0)

@@ -1,0 +1,37 @@
+"""LangChain ``Embeddings`` over any meve Embedder (default: all-MiniLM-L6-v2, offline)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from langchain_core.embeddings import Embeddings
+
+from meve.models import Embedder, default_embedder
+
+
+class MeVeEmbeddings(Embeddings):
+    """Lets a LangChain VectorStore use the model meve uses, offline (and its text cache).
+
+    The model loads at the first embedding call, not here.
+    """
+
+    def __init__(self, embedder: Embedder | None = None) -> None:
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float(x) for x in row] for row in self.embedder.encode(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [float(x) for x in self.embedder.encode([text])[0]]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return await asyncio.to_thread(self.embed_query, text)

@@ -1,0 +1,116 @@
+"""The `meve` command as a user meets it: one-line errors, read-only commands that create nothing, --replace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meve.cli import main
+from meve.memory import list_sessions
+from meve.store import chroma_client
+
+pytestmark = pytest.mark.integration
+
+
+def _err(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and err.count("\n") == 0, err
+    return err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("meve 0.")
+
+
+def test_index_errors_name_the_file_and_the_fix(tmp_path, capsys):
+    db = tmp_path / "db"
+    assert main(["index", str(tmp_path / "missing.md"), "--db", str(db)]) == 2
+    assert "missing.md: no such file" in _err(capsys)
+    binary = tmp_path / "blob.txt"
+    binary.write_bytes(b"\x00\xff\xfe\x00")
+    assert main(["index", str(binary), "--db", str(db)]) == 2
+    assert "blob.txt: not UTF-8 text" in _err(capsys)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["index", str(bad), "--db", str(db)]) == 2
+    assert "bad.json: invalid JSON at line 1" in _err(capsys)
+    assert not db.exists()  # every file is read before anything is written
+    a_file = tmp_path / "file-not-dir"
+    a_file.write_text("x")
+    notes = tmp_path / "notes.md"
+    notes.write_text("Tyres last about 5000 km.")
+    assert main(["index", str(notes), "--db", str(a_file)]) == 2
+    assert "is a file, not a directory" in _err(capsys)
+
+
+def test_read_only_commands_create_nothing(tmp_path, capsys):
+    missing = tmp_path / "nothing-here"
+    assert main(["query", "chain", "--db", str(missing)]) == 2
+    assert "no Chroma directory" in _err(capsys)
+    assert main(["memory", "list", "--db", str(missing), "--session", "u1"]) == 2
+    _err(capsys)
+    assert main(["memory", "reconstruct", "chain", "--db", str(missing), "--session", "u1"]) == 2
+    _err(capsys)
+    assert not missing.exists()
+
+
+def test_unknown_session_is_an_error_unless_allow_empty(tmp_path, capsys):
+    db = str(tmp_path / "db")
+    assert main(["memory", "add", "My bike is a green Brompton.", "--db", db, "--session", "u1"]) == 0
+    capsys.readouterr()
+    assert main(["memory", "list", "--db", db, "--session", "typo"]) == 2
+    assert "no session 'typo'" in (err := _err(capsys)) and "'u1'" in err
+    assert main(["memory", "reconstruct", "bike", "--db", db, "--session", "typo"]) == 2
+    _err(capsys)
+    assert main(["memory", "list", "--db", db, "--session", "typo", "--allow-empty"]) == 0
+    assert "0 turn(s)" in capsys.readouterr().out
+    assert list_sessions(chroma_client(db)) == ["u1"]  # reading did not create "typo"
+    assert main(["memory", "list", "--db", db, "--session", "u1"]) == 0
+    assert "green Brompton" in capsys.readouterr().out
+
+
+def test_reindexing_a_changed_file_needs_replace(tmp_path, capsys):
+    db = str(tmp_path / "db")
+    notes = tmp_path / "notes.md"
+    notes.write_text("Chain lubrication keeps the drivetrain quiet. " * 30 + "\n\n" + "Tyres last about 5000 km. " * 30)
+    assert main(["index", str(notes), "--db", db, "--chunk-tokens", "60"]) == 0
+    capsys.readouterr()
+    before = chroma_client(db).get_collection("meve").count()
+    assert before > 1
+    assert main(["index", str(notes), "--db", db]) == 2
+    assert "--replace" in _err(capsys)
+    notes.write_text("Brakes need new pads every season.")
+    assert main(["index", str(notes), "--db", db, "--replace"]) == 0
+    assert f"replacing {before} old chunk(s)" in capsys.readouterr().out
+    col = chroma_client(db).get_collection("meve")
+    assert col.count() == 1 and col.get()["documents"] == ["Brakes need new pads every season."]
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(tmp_path, capsys, monkeypatch):
+    import meve.cli
+
+    def boom(args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(meve.cli, "cmd_query", boom)
+    assert main(["query", "x", "--db", str(tmp_path)]) == 1
+    assert "RuntimeError: disk on fire (run again with --debug" in _err(capsys)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        main(["query", "x", "--db", str(tmp_path), "--debug"])
+
+
+def test_memory_list_loads_no_model(tmp_path):
+    db = str(tmp_path / "db")
+    assert main(["memory", "add", "hello", "--db", db, "--session", "u1"]) == 0
+    code = (
+        "import sys\nfrom meve.cli import main\n"
+        f"assert main(['memory', 'list', '--db', {db!r}, '--session', 'u1']) == 0\n"
+        "print('LOADED', sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=Path(db).parent)
+    assert "LOADED []" in out.stdout and "hello" in out.stdout
