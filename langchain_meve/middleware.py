@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 
-from meve import MemoryConfig, MomentaryMemory
+from meve import ConfigError, MemoryConfig, MomentaryMemory
 
 try:  # the middleware needs `langchain` 1.x (extra "langchain"); reconstruct_messages does not
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -106,6 +106,11 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         top_k: int | None = None,
     ) -> None:
         super().__init__()
+        if memory is not None and not isinstance(memory, MomentaryMemory):
+            raise ConfigError("memory", memory, "a meve.MomentaryMemory (or None to open one per thread with path=/client=)")
+        if memory is not None and (path is not None or client is not None):
+            raise ConfigError("path/client", path if path is not None else client, "nothing when memory= is given: the memory already has its store")
+        MemoryConfig(l_max=l_max if l_max is not None else 1, top_k=top_k if top_k is not None else 0)  # validates both, naming the bad value
         self._fixed = memory
         self._session_id = session_id
         self._open = {"path": path, "client": client, "config": config, "embedders": embedders}

@@ -14,11 +14,16 @@ from llama_index.core.memory import BaseMemory
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from meve import MemoryConfig
+from meve import ConfigError, MemoryConfig
 from meve import MomentaryMemory as CoreMemory
 
 _TO_CORE = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system", MessageRole.TOOL: "tool"}
 _FROM_CORE = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT, "system": MessageRole.SYSTEM, "tool": MessageRole.TOOL}
+
+
+def _check_budget(l_max: Any, top_k: Any) -> None:
+    # The same rules as MemoryConfig, at construction rather than at the first get().
+    MemoryConfig(l_max=l_max if l_max is not None else 1, top_k=top_k if top_k is not None else 0)
 
 
 def _text(message: ChatMessage) -> str:
@@ -45,6 +50,9 @@ class MomentaryChatMemory(BaseMemory):
     _current: list[ChatMessage] = PrivateAttr(default_factory=list)
 
     def __init__(self, core: CoreMemory, **kwargs: Any) -> None:
+        if not isinstance(core, CoreMemory):
+            raise ConfigError("core", core, "a meve.MomentaryMemory (or build one with MomentaryChatMemory.from_defaults)")
+        _check_budget(kwargs.get("l_max"), kwargs.get("top_k"))
         super().__init__(session_id=core.session_id, **kwargs)  # type: ignore[call-arg]
         self._core = core
         self._current = []
@@ -67,6 +75,7 @@ class MomentaryChatMemory(BaseMemory):
         l_max: int | None = None,
         top_k: int | None = None,
     ) -> MomentaryChatMemory:
+        _check_budget(l_max, top_k)  # before a store is opened
         core = CoreMemory(session_id, path=path, client=client, config=config, embedders=embedders, token_counter=token_counter)
         mem = cls(core, l_max=l_max, top_k=top_k)
         if chat_history:
@@ -148,6 +157,11 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
     memory: Any = Field(description="a meve.MomentaryMemory (the core store)")
     l_max: int | None = None
     top_k: int | None = None
+
+    def model_post_init(self, context: Any, /) -> None:
+        if not isinstance(self.memory, CoreMemory):
+            raise ConfigError("memory", self.memory, "a meve.MomentaryMemory (the core store)")
+        _check_budget(self.l_max, self.top_k)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         query = next((_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER and _text(m).strip()), None)

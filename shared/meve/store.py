@@ -138,9 +138,9 @@ class ChromaStore:
         try:
             self.collection.add(**kwargs)
         except Exception as exc:
-            if "dimension" in str(exc):
-                raise StoreError(f"Chroma rejected the embeddings: {exc}") from exc
-            raise
+            raise StoreError(
+                f"Chroma rejected {len(kwargs['ids'])} passage(s) for collection {self.collection.name!r} (first id {kwargs['ids'][0]!r}): {exc}"
+            ) from exc
 
     def _passages(self, ids: list[str], docs: list[Any], metas: list[Any], embs: Any, query: np.ndarray | None) -> list[Passage]:
         out: list[Passage] = []

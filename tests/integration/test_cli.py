@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,47 @@ def test_memory_list_loads_no_model(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=Path(db).parent)
     assert "LOADED []" in out.stdout and "hello" in out.stdout
+
+
+def test_a_process_using_meve_prints_nothing_of_its_own(tmp_path):
+    code = (
+        "from meve import MeVe, MomentaryMemory\n"
+        "m = MeVe.from_texts(['Karl Drais built a running machine in 1817.', 'Sourdough needs wild yeast.'])\n"
+        "m.run('Who built the running machine?')\n"
+        "mem = MomentaryMemory('quiet', path='db')\n"
+        "mem.add('My bike is green.')\n"
+        "mem.reconstruct('bike colour')\n"
+        "print('DONE')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MEVE_VERBOSE"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True, cwd=tmp_path, env=env)
+    assert out.stdout == "DONE\n" and out.stderr == "", out.stderr
+
+
+def test_meve_shares_a_directory_a_users_own_chroma_client_opened(tmp_path):
+    import chromadb
+
+    from meve import MomentaryMemory
+    from tests.fakes import FakeEmbedder
+
+    path = str(tmp_path / "shared-db")
+    theirs = chromadb.PersistentClient(path=path)  # default settings, unlike meve's
+    theirs.get_or_create_collection("their-data").add(ids=["a"], documents=["x"], embeddings=[[0.1, 0.2, 0.3]])
+    mem = MomentaryMemory("u1", path=path, embedders=[FakeEmbedder()])
+    mem.add("hello")
+    names = {c.name for c in theirs.list_collections()}
+    assert "their-data" in names and len(names) == 2  # one instance on the directory: each sees the other's data
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root bypasses file permissions, so a read-only directory cannot be made")
+def test_a_read_only_directory_is_a_clear_error(tmp_path):
+    from meve import StoreError
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        with pytest.raises(StoreError, match="not readable and writable"):
+            chroma_client(str(ro))
+    finally:
+        ro.chmod(0o755)
