@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -92,14 +93,36 @@ def unique_collection_name(prefix: str = "meve") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+def check_text(text: str, where: str) -> str:
+    """A str that every layer can encode: lone surrogates (e.g. "\\ud800") cannot be stored or tokenised."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{where} holds {text[exc.start : exc.end]!r} at index {exc.start}, which is not valid Unicode text (a lone surrogate); clean the text first"
+        ) from exc
+    return text
+
+
 def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
+    """Metadata Chroma stores and returns unchanged: str keys (non-empty) and str/int/float/bool values,
+    finite floats and ints within int64 (others vanish or come back as floats)."""
     if meta is None:
         return None
     if not isinstance(meta, Mapping):
         raise InputError(f"{where} is {type(meta).__name__}; expected a dict of str -> str/int/float/bool")
     for key, value in meta.items():
-        if not isinstance(key, str) or not isinstance(value, _PRIMITIVES):
+        if not isinstance(key, str) or not key:
+            raise InputError(f"{where} has the key {key!r}; metadata keys must be non-empty str")
+        check_text(key, f"{where} key")
+        if not isinstance(value, _PRIMITIVES):
             raise InputError(f"{where}[{key!r}]={value!r} is not storable; metadata values must be str, int, float or bool")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{where}[{key!r}]={value!r} is not storable: Chroma drops NaN and infinite values; use a finite number or a str")
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+            raise InputError(f"{where}[{key!r}]={value} is outside int64, so Chroma would return it as a float; store it as a str")
+        if isinstance(value, str):
+            check_text(value, f"{where}[{key!r}]")
     return dict(meta) or None
 
 
@@ -117,17 +140,24 @@ class ChromaStore:
                 "use the embedder the collection was built with, or another collection"
             )
 
+    def _call(self, fn: Any, what: str) -> Any:
+        """A Chroma call whose failure (server down, corrupt directory) becomes a StoreError naming the collection."""
+        try:
+            return fn()
+        except Exception as exc:
+            raise StoreError(f"Chroma could not {what} in collection {self.collection.name!r}: {type(exc).__name__}: {exc}") from exc
+
     def stored_dimension(self) -> int | None:
-        if self.collection.count() == 0:
+        if self._call(self.collection.count, "count passages") == 0:
             return None
-        peek = self.collection.peek(limit=1)
+        peek = self._call(lambda: self.collection.peek(limit=1), "read a passage")
         embs = peek.get("embeddings")
         if embs is None or len(embs) == 0:
             return None
         return len(embs[0])
 
     def count(self) -> int:
-        return int(self.collection.count())
+        return int(self._call(self.collection.count, "count passages"))
 
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: np.ndarray) -> None:
         if self.dimension is not None and embeddings.shape[1] != self.dimension:
@@ -155,7 +185,12 @@ class ChromaStore:
 
     def query(self, vector: np.ndarray, k: int) -> list[Passage]:
         # Chroma returns what it has when k exceeds the collection (tested), so no count() round trip per query.
-        res = self.collection.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=k, include=["documents", "metadatas", "embeddings"])
+        res = self._call(
+            lambda: self.collection.query(
+                query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=k, include=["documents", "metadatas", "embeddings"]
+            ),
+            "search passages",
+        )
         if not res["ids"] or not res["ids"][0]:
             return []
         passages = self._passages(res["ids"][0], res["documents"][0], res["metadatas"][0], res["embeddings"][0], np.asarray(vector, dtype=np.float32))
@@ -164,7 +199,7 @@ class ChromaStore:
     def get(self, ids: Sequence[str]) -> list[Passage]:
         if not ids:
             return []
-        res = self.collection.get(ids=list(ids), include=["documents", "metadatas", "embeddings"])
+        res = self._call(lambda: self.collection.get(ids=list(ids), include=["documents", "metadatas", "embeddings"]), "read passages")
         by_id = {p.id: p for p in self._passages(res["ids"], res["documents"], res["metadatas"], res["embeddings"], None)}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -173,7 +208,7 @@ class ChromaStore:
         texts: list[str] = []
         offset = 0
         while True:
-            res = self.collection.get(include=["documents"], limit=page, offset=offset)
+            res = self._call(lambda o=offset: self.collection.get(include=["documents"], limit=page, offset=o), "read passages")
             if not res["ids"]:
                 break
             ids.extend(res["ids"])
