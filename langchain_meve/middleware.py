@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -33,15 +36,22 @@ def _current_exchange_start(messages: Sequence[BaseMessage]) -> int:
     return len(messages)
 
 
+def stable_id(role: str, position: int, text: str) -> str:
+    """The id of a message that has none: a content hash of role, position in the thread and text,
+    the same in every process and after every restart (``hash()`` is salted per process)."""
+    digest = hashlib.sha256(f"{role}\x00{position}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"msg-{digest[:24]}"
+
+
 def record_messages(messages: Sequence[BaseMessage], memory: MomentaryMemory) -> None:
-    """Store user and AI turns that have text (message ids make this idempotent)."""
+    """Store user and AI turns that have text (message ids, or stable content ids, make this idempotent)."""
     items = []
     for i, m in enumerate(messages):
         role = _ROLE.get(m.type)
         text = _text(m)
         if role is None or not text.strip():
             continue
-        items.append({"text": text, "role": role, "turn_id": m.id or f"msg-{i}-{hash(text) & 0xFFFFFFFF:x}"})
+        items.append({"text": text, "role": role, "turn_id": m.id or stable_id(role, i, text)})
     if items:
         memory.add_many(items)
 
@@ -74,7 +84,8 @@ def reconstruct_messages(
     if not query.strip():
         return [*system, *current]  # a user message with no text (e.g. only an image): nothing to rebuild for
     ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k)
-    current_ids = {m.id for m in current if m.id}
+    position = {id(m): i for i, m in enumerate(messages)}  # the positions record_messages hashed
+    current_ids = {m.id or stable_id(_ROLE.get(m.type, m.type), position[id(m)], _text(m)) for m in current}
     recalled: list[AnyMessage] = []
     for turn in ctx.turns:
         if turn.id in current_ids:
@@ -104,6 +115,7 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         embedders: Sequence[Any] | None = None,
         l_max: int | None = None,
         top_k: int | None = None,
+        max_sessions: int = 1024,
     ) -> None:
         super().__init__()
         if memory is not None and not isinstance(memory, MomentaryMemory):
@@ -114,27 +126,50 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         self._fixed = memory
         self._session_id = session_id
         self._open = {"path": path, "client": client, "config": config, "embedders": embedders}
-        self._memories: dict[str, MomentaryMemory] = {}
+        if not isinstance(max_sessions, int) or isinstance(max_sessions, bool) or max_sessions < 1:
+            raise ConfigError("max_sessions", max_sessions, "an int >= 1 (memories kept open; the least recently used is closed first)")
+        self._memories: OrderedDict[str, MomentaryMemory] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_sessions = max_sessions
         self.l_max = l_max
         self.top_k = top_k
 
     def memory_for(self, session: str) -> MomentaryMemory:
+        """The memory of one session; at most ``max_sessions`` stay open (least recently used evicted).
+        Everything is in Chroma, so an evicted session is simply reopened on its next call."""
         if self._fixed is not None:
             return self._fixed
-        if session not in self._memories:
-            self._memories[session] = MomentaryMemory(session, **self._open)
-        return self._memories[session]
+        with self._lock:
+            mem = self._memories.get(session)
+            if mem is not None:
+                self._memories.move_to_end(session)
+                return mem
+        opened = MomentaryMemory(session, **self._open)  # opened outside the lock: it reads Chroma
+        with self._lock:
+            mem = self._memories.setdefault(session, opened)
+            self._memories.move_to_end(session)
+            while len(self._memories) > self.max_sessions:
+                self._memories.popitem(last=False)
+            return mem
 
     def _session(self) -> str:
         if self._session_id is not None:
             return self._session_id
-        try:
-            from langgraph.config import get_config
+        from langgraph.config import get_config
 
-            thread = get_config().get("configurable", {}).get("thread_id")
-        except Exception:
-            thread = None
-        return str(thread) if thread is not None else "default"
+        try:
+            config = get_config()
+        except RuntimeError:  # called outside a LangGraph run: there is no config to read
+            config = {}
+        thread = (config.get("configurable") or {}).get("thread_id")
+        if thread is None:
+            raise ConfigError(
+                "thread_id",
+                None,
+                "a thread_id in the run config ({'configurable': {'thread_id': ...}}), or session_id=/memory= on the middleware: "
+                "meve never puts different users into one shared default session",
+            )
+        return str(thread)
 
     def _messages(self, request: ModelRequest) -> list[AnyMessage]:
         return reconstruct_messages(request.messages, self.memory_for(self._session()), l_max=self.l_max, top_k=self.top_k)

@@ -168,31 +168,38 @@ def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None
 class MemoryConfig:
     """Settings of Momentary Contexts reconstruction (Jeong, 2024).
 
-    top_k: past turns chosen by hybrid relevance (besides the recent ones).
+    top_k: at most this many past turns chosen by hybrid relevance (besides the recent ones);
+        None (default) fills ``l_max`` in fused-priority order.
     l_max: hard token budget of the rebuilt context.
     recent_turns: most recent turns always included.
     fusion: "weighted" (min-max normalised weighted sum, eq. 12-13) or "rrf" (eq. 14).
     weights: per-signal weights: 'bm25', 'dense' (all embedders) or an embedder's name.
     rrf_k: the RRF damping constant.
     max_turn_chars: longest turn accepted (longer raises InputError).
+    max_clock_skew_s: a timestamp further than this ahead of the clock is refused (one turn
+        from the future would make every later turn look out of order); also the window in
+        which turns from other processes are looked for.
     """
 
-    top_k: int = 8
+    top_k: int | None = None
     l_max: int = 1024
     recent_turns: int = 1
     fusion: Fusion = "weighted"
     weights: Mapping[str, float] = field(default_factory=_default_weights)
     rrf_k: int = 60
     max_turn_chars: int = 4_000_000
+    max_clock_skew_s: float = 300.0
 
     def __post_init__(self) -> None:
-        _int("top_k", self.top_k, 0, 10_000)
+        if self.top_k is not None:
+            _int("top_k", self.top_k, 0, 10_000)
         _int("l_max", self.l_max, 1)
         _int("recent_turns", self.recent_turns, 0, 1_000)
         _choice("fusion", self.fusion, FUSIONS)
         object.__setattr__(self, "weights", validate_weights(self.weights))
         _int("rrf_k", self.rrf_k, 0)
         _int("max_turn_chars", self.max_turn_chars, 1)
+        _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
 
     def replace(self, **overrides: Any) -> MemoryConfig:
         result: MemoryConfig = _replace(self, overrides)

@@ -19,10 +19,14 @@ turn. One writer process per session is assumed; threads are safe.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
+import itertools
+import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,11 +40,13 @@ from meve.fusion import rrf, weighted_sum
 from meve.lexical import IncrementalBM25
 from meve.models import Embedder, default_embedder, embedder_dimension
 from meve.records import check_query
-from meve.store import check_metadata, chroma_client
+from meve.store import check_metadata, check_text, chroma_client
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
+log = logging.getLogger("meve")
+
 ROLES = ("user", "assistant", "system", "tool")
-_RESERVED = ("session_id", "role", "seq", "timestamp", "ts", "turn_id")
+_RESERVED = ("session_id", "role", "seq", "okey", "timestamp", "ts", "turn_id")
 TRUNCATION_MARKER = " […truncated by meve: {kept} of {total} tokens kept]"
 
 
@@ -119,6 +125,19 @@ def validate_session_id(session_id: Any) -> str:
     return session_id
 
 
+def _describe(client: Any) -> str:
+    """Where a Chroma client stores data, for error messages: the server address, or the directory."""
+    try:
+        settings = client.get_settings()
+    except Exception:
+        return "the given Chroma client"
+    if getattr(settings, "chroma_server_host", None):
+        return f"the Chroma server at {settings.chroma_server_host}:{settings.chroma_server_http_port}"
+    if getattr(settings, "is_persistent", False):
+        return repr(settings.persist_directory)
+    return "an in-memory Chroma"
+
+
 def list_sessions(client: Any) -> list[str]:
     """Session ids that have a memory in this Chroma client (read from collection metadata; no model loads)."""
     found = set()
@@ -144,6 +163,24 @@ def _parse_timestamp(value: Any) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise InputError(f"timestamp={value.isoformat()!r} has no timezone; give an aware datetime (e.g. tzinfo=timezone.utc)")
     return value
+
+
+_PAGE = 1000  # rows per Chroma read or write: SQLite refuses statements with 32,767+ variables
+_PROCESS = uuid.uuid4().hex[:12]
+_counter = itertools.count()
+
+
+def _new_order_key(ts: datetime) -> str:
+    """A time-ordered key unique across processes: nanoseconds, this process's id, a per-process
+    counter. Equal timestamps keep their arrival order within a process; across processes they
+    are ordered by process id, the same way for every reader."""
+    ns = int(ts.timestamp() * 1_000_000_000)
+    return f"{ns:020d}-{_PROCESS}-{next(_counter):012d}"
+
+
+def _legacy_key(turn: Turn) -> str:
+    # Turns stored before order keys existed: their per-process seq was the order.
+    return f"{int(turn.timestamp.timestamp() * 1_000_000_000):020d}-legacy-{turn.seq:012d}"
 
 
 def _ranked(scores: Mapping[int, float]) -> list[int]:
@@ -195,7 +232,9 @@ class MomentaryMemory:
         self.token_counter: TokenCounter = get_token_counter(token_counter)
         self.clock = clock if clock is not None else _utcnow
         self.candidate_pool = candidate_pool
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # in-memory state only: never held across model or network calls
+        self._write_lock = threading.Lock()  # one batch at a time from this handle
+        self._where = repr(path) if path is not None else _describe(self.client)
         digest = hashlib.sha1(self.session_id.encode()).hexdigest()[:16]
         self._collections = []
         for emb in self.embedders:
@@ -214,56 +253,159 @@ class MomentaryMemory:
                 raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")
             self._collections.append(col)
         self._dims: list[int] | None = None  # measured at the first write, so reading a memory loads no model
+        self._reset_state()
         self._load()
 
     # -- state -------------------------------------------------------------------------
+    # Positions index everything held in memory (turns, BM25 documents, token counts) in the order
+    # this handle learned of the turns; ``_chrono`` lists the positions in time order. Turns that
+    # other processes write arrive later but may be older, so the two orders differ.
+    def _reset_state(self) -> None:
+        self._turns: list[Turn] = []
+        self._index: dict[str, int] = {}
+        self._tokens: list[int] = []
+        self._keys: list[tuple[float, str]] = []
+        self._chrono: list[int] = []
+        self._chrono_keys: list[tuple[float, str]] = []
+        self._bm25 = IncrementalBM25()
+        self._latest: datetime | None = None
+
+    def _append(self, rows: Sequence[tuple[Turn, str]]) -> None:
+        """Add turns (with their order keys) to the in-memory state; caller holds ``_lock``."""
+        if not rows:
+            return
+        texts = [t.text for t, _ in rows]
+        for (turn, okey), used in zip(rows, count_many(self.token_counter, texts), strict=True):
+            pos = len(self._turns)
+            key = (turn.timestamp.timestamp(), okey)
+            self._turns.append(turn)
+            self._index[turn.id] = pos
+            self._tokens.append(used)
+            self._keys.append(key)
+            at = bisect.bisect(self._chrono_keys, key)
+            self._chrono_keys.insert(at, key)
+            self._chrono.insert(at, pos)
+            if self._latest is None or turn.timestamp > self._latest:
+                self._latest = turn.timestamp
+        self._bm25.add(texts)
+
+    def _rows(self, col: Any, *, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None, include: Sequence[str] = ()) -> dict[str, list[Any]]:
+        """Every matching row, read in pages: one unpaginated get() of 32,767+ rows fails in Chroma's SQLite."""
+        out: dict[str, list[Any]] = {"ids": [], **{k: [] for k in include}}
+        if ids is not None:
+            for start in range(0, len(ids), _PAGE):
+                res = self._call("read turns", col.get, ids=list(ids[start : start + _PAGE]), include=list(include))
+                for key in out:
+                    out[key].extend(res[key] or [])
+            return out
+        offset = 0
+        while True:
+            res = self._call("read turns", col.get, where=where, include=list(include), limit=_PAGE, offset=offset)
+            if not res["ids"]:
+                return out
+            for key in out:
+                out[key].extend(res[key] or [])
+            offset += len(res["ids"])
+
     def _load(self) -> None:
         """Rebuild turns and BM25 from Chroma; repair secondary collections after a crash."""
         primary = self._collections[0]
-        rows = primary.get(include=["documents", "metadatas"])
-        turns = [self._turn(pid, doc, meta) for pid, doc, meta in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)]
-        turns.sort(key=lambda t: t.seq)
-        self._turns: list[Turn] = turns
-        self._index: dict[str, int] = {t.id: i for i, t in enumerate(turns)}
-        self._bm25 = IncrementalBM25([t.text for t in turns])
-        self._tokens: list[int] = count_many(self.token_counter, [t.text for t in turns]) if turns else []
+        rows = self._rows(primary, include=("documents", "metadatas"))
+        loaded = [self._turn(pid, doc, meta) for pid, doc, meta in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)]
+        loaded.sort(key=lambda tk: (tk[0].timestamp.timestamp(), tk[1]))
+        with self._lock:
+            self._reset_state()
+            self._append(loaded)
+            turns = list(self._turns)
         for emb, col in zip(self.embedders[1:], self._collections[1:], strict=True):
-            have = set(col.get(include=[])["ids"])
-            orphans = list(have - set(self._index))
-            if orphans:  # written before the primary during a crash: never acknowledged
-                col.delete(ids=orphans)
+            have = set(self._rows(col)["ids"])
+            known = {t.id for t in turns}
+            orphans = list(have - known)
+            for start in range(0, len(orphans), _PAGE):  # written before the primary during a crash: never acknowledged
+                self._call("repair a secondary collection", col.delete, ids=orphans[start : start + _PAGE])
             missing = [t for t in turns if t.id not in have]
             if missing:
-                self._write(col, missing, emb.encode([t.text for t in missing]))
+                self._write(col, missing, [self._order_key(t) for t in missing], emb.encode([t.text for t in missing]))
 
-    def _turn(self, pid: str, doc: str | None, meta: Mapping[str, Any] | None) -> Turn:
+    def _order_key(self, turn: Turn) -> str:
+        with self._lock:
+            pos = self._index.get(turn.id)
+            return self._keys[pos][1] if pos is not None else _legacy_key(turn)
+
+    def _catch_up(self) -> int:
+        """Learn the turns other processes wrote to this session since this handle last looked.
+
+        One ``count()`` per call when nothing is new; otherwise the turns from the last known
+        timestamp (less the accepted clock skew) onwards, and a full id scan only when that
+        window cannot account for the difference. Returns how many turns were learned.
+        """
+        primary = self._collections[0]
+        stored = int(self._call("count turns", primary.count))
+        with self._lock:
+            known = len(self._turns)
+            latest = self._latest
+        if stored == known:
+            return 0
+        if stored < known:  # another process deleted turns: rebuild from storage
+            self._load()
+            return 0
+        where = {"ts": {"$gte": latest.timestamp() - self.config.max_clock_skew_s}} if latest is not None else None
+        rows = self._rows(primary, where=where, include=("documents", "metadatas"))
+        with self._lock:
+            new = [(pid, doc, meta) for pid, doc, meta in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True) if pid not in self._index]
+        if known + len(new) < stored:  # a writer's clock is further behind than the window: scan ids
+            every = self._rows(primary)["ids"]
+            with self._lock:
+                seen = {pid for pid, _, _ in new}
+                missing = [pid for pid in every if pid not in self._index and pid not in seen]
+            extra = self._rows(primary, ids=missing, include=("documents", "metadatas"))
+            new += list(zip(extra["ids"], extra["documents"], extra["metadatas"], strict=True))
+        fresh = sorted((self._turn(pid, doc, meta) for pid, doc, meta in new), key=lambda tk: (tk[0].timestamp.timestamp(), tk[1]))
+        with self._lock:
+            fresh = [tk for tk in fresh if tk[0].id not in self._index]
+            self._append(fresh)
+        return len(fresh)
+
+    def _call(self, what: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """A Chroma call whose failure (server down, rejected write) becomes a StoreError naming the store."""
+        try:
+            return fn(*args, **kwargs)
+        except (InputError, StoreError):
+            raise
+        except Exception as exc:
+            raise StoreError(f"Chroma could not {what} for session {self.session_id!r} at {self._where}: {type(exc).__name__}: {exc}") from exc
+
+    def _turn(self, pid: str, doc: str | None, meta: Mapping[str, Any] | None) -> tuple[Turn, str]:
         meta = dict(meta or {})
         if meta.get("session_id") != self.session_id:
             raise StoreError(f"turn {pid!r} belongs to session {meta.get('session_id')!r}, not {self.session_id!r}")
         user = {k[2:]: v for k, v in meta.items() if k.startswith("m:")}
-        return Turn(
+        turn = Turn(
             id=pid, role=str(meta["role"]), text=doc or "", timestamp=datetime.fromisoformat(str(meta["timestamp"])), seq=int(meta["seq"]), metadata=user
         )
+        return turn, str(meta.get("okey") or _legacy_key(turn))
 
-    def _write(self, col: Any, turns: Sequence[Turn], vecs: np.ndarray) -> None:
+    def _write(self, col: Any, turns: Sequence[Turn], okeys: Sequence[str], vecs: np.ndarray) -> None:
         metas = []
-        for t in turns:
+        for t, okey in zip(turns, okeys, strict=True):
             meta: dict[str, Any] = {
                 "session_id": self.session_id,
                 "role": t.role,
                 "seq": t.seq,
+                "okey": okey,
                 "timestamp": t.timestamp.isoformat(),
                 "ts": t.timestamp.timestamp(),
             }
             meta.update({f"m:{k}": v for k, v in t.metadata.items()})
             metas.append(meta)
-        step = 1000
-        for i in range(0, len(turns), step):
-            col.add(
-                ids=[t.id for t in turns[i : i + step]],
-                documents=[t.text for t in turns[i : i + step]],
-                metadatas=metas[i : i + step],
-                embeddings=np.asarray(vecs[i : i + step], dtype=np.float32),
+        for i in range(0, len(turns), _PAGE):
+            self._call(
+                "store turns",
+                col.add,
+                ids=[t.id for t in turns[i : i + _PAGE]],
+                documents=[t.text for t in turns[i : i + _PAGE]],
+                metadatas=metas[i : i + _PAGE],
+                embeddings=np.asarray(vecs[i : i + _PAGE], dtype=np.float32),
             )
 
     # -- writing -------------------------------------------------------------------------
@@ -274,13 +416,22 @@ class MomentaryMemory:
             raise InputError("text is empty or whitespace; a turn must say something")
         if len(text) > self.config.max_turn_chars:
             raise InputError(f"text has {len(text)} characters, more than max_turn_chars={self.config.max_turn_chars}")
+        check_text(text, "text")
         if role not in ROLES:
             raise InputError(f"role={role!r} is not allowed: expected one of {', '.join(ROLES)}")
         if turn_id is not None and (not isinstance(turn_id, str) or not turn_id or len(turn_id) > 256):
             raise InputError(f"turn_id={turn_id!r} must be a non-empty str of at most 256 characters")
-        ts = self.clock() if timestamp is None else _parse_timestamp(timestamp)
-        if ts.tzinfo is None:
-            raise InputError(f"the clock returned a naive datetime {ts!r}; it must be timezone-aware")
+        if turn_id is not None:
+            check_text(turn_id, "turn_id")
+        now = self.clock()
+        if now.tzinfo is None:
+            raise InputError(f"the clock returned a naive datetime {now!r}; it must be timezone-aware")
+        ts = now if timestamp is None else _parse_timestamp(timestamp)
+        if (ts - now).total_seconds() > self.config.max_clock_skew_s:
+            raise InputError(
+                f"timestamp {ts.isoformat()} is more than max_clock_skew_s={self.config.max_clock_skew_s} s ahead of the clock ({now.isoformat()}); "
+                "a turn from the future would make every later turn look out of order"
+            )
         if last is not None and ts < last:
             raise InputError(
                 f"timestamp {ts.isoformat()} is earlier than the latest turn ({last.isoformat()}); "
@@ -290,26 +441,33 @@ class MomentaryMemory:
         bad = [k for k in meta if k in _RESERVED]
         if bad:
             raise InputError(f"metadata key {bad[0]!r} is reserved; reserved keys: {', '.join(_RESERVED)}")
-        tid = turn_id if turn_id is not None else f"{self.session_id[:32]}-{seq}-{hashlib.sha1(f'{seq}{time.time_ns()}{text[:64]}'.encode()).hexdigest()[:8]}"
+        tid = turn_id if turn_id is not None else f"{self.session_id[:32]}-{uuid.uuid4().hex}"
         return Turn(id=tid, role=role, text=text, timestamp=ts, seq=seq, metadata=meta)
 
     def add(self, text: str, role: str = "user", *, turn_id: str | None = None, timestamp: Any = None, metadata: Mapping[str, Any] | None = None) -> Turn:
-        """Store one turn verbatim. An existing ``turn_id`` returns the stored turn unchanged (idempotent)."""
+        """Store one turn verbatim. Re-adding the same ``turn_id`` with the same role and text returns the stored turn (idempotent)."""
         return self.add_many([{"text": text, "role": role, "turn_id": turn_id, "timestamp": timestamp, "metadata": metadata}])[0]
 
     def add_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Turn]:
-        """Store several turns in one batch (one embedding pass per embedder).
+        """Store several turns in one batch (one embedding pass per embedder), all or nothing.
 
         Each item is a text (role "user") or a dict with ``text`` and optional
-        ``role``, ``turn_id``, ``timestamp``, ``metadata``.
+        ``role``, ``turn_id``, ``timestamp``, ``metadata``. If Chroma rejects any part of the
+        batch, what was already written is deleted again and a StoreError is raised, so storage
+        and this handle stay equal. No lock is held that ``reconstruct`` waits on while the batch
+        is embedded or written.
         """
         items = list(items)
-        with self._lock:
-            result: list[Turn | None] = []
+        with self._write_lock:
+            self._catch_up()
+            with self._lock:
+                last = self._latest
+                seq = len(self._turns)
+                index = dict(self._index)
+                stored = list(self._turns)
+            result: list[Turn] = []
             fresh: list[Turn] = []
             ids_in_batch: dict[str, Turn] = {}
-            last = self._turns[-1].timestamp if self._turns else None
-            seq = (self._turns[-1].seq + 1) if self._turns else 0
             for i, item in enumerate(items):
                 spec = {"text": item} if isinstance(item, str) else item
                 if not isinstance(spec, Mapping):
@@ -318,8 +476,8 @@ class MomentaryMemory:
                 if unknown:
                     raise InputError(f"items[{i}] has unknown keys {sorted(unknown)}; allowed: text, role, turn_id, timestamp, metadata")
                 tid = spec.get("turn_id")
-                if tid is not None and (tid in self._index or tid in ids_in_batch):
-                    existing = self._turns[self._index[tid]] if tid in self._index else ids_in_batch[tid]
+                if tid is not None and (tid in index or tid in ids_in_batch):
+                    existing = stored[index[tid]] if tid in index else ids_in_batch[tid]
                     given = (spec.get("text"), spec.get("role", "user"))
                     if given != (existing.text, existing.role):
                         raise InputError(
@@ -334,6 +492,7 @@ class MomentaryMemory:
                 fresh.append(turn)
                 result.append(turn)
             if fresh:
+                okeys = [_new_order_key(t.timestamp) for t in fresh]
                 texts = [t.text for t in fresh]
                 vecs = [np.asarray(e.encode(texts), dtype=np.float32) for e in self.embedders]
                 if self._dims is None:
@@ -341,15 +500,40 @@ class MomentaryMemory:
                 for v, dim, e in zip(vecs, self._dims, self.embedders, strict=True):
                     if v.shape[1] != dim:
                         raise StoreError(f"embedder {e.name!r} returned dimension {v.shape[1]}, expected {dim}")
-                # Primary last would lose acknowledged turns on a crash between writes; primary first, repaired on open.
-                for col, v in zip(self._collections, vecs, strict=True):
-                    self._write(col, fresh, v)
-                for turn in fresh:
-                    self._index[turn.id] = len(self._turns)
-                    self._turns.append(turn)
-                self._bm25.add(texts)
-                self._tokens.extend(count_many(self.token_counter, texts))
-            return [t for t in result if t is not None]
+                # Primary first: a crash between collections is repaired on open (secondaries follow the primary).
+                written: list[Any] = []
+                try:
+                    for col, v in zip(self._collections, vecs, strict=True):
+                        written.append(col)
+                        self._write(col, fresh, okeys, v)
+                except StoreError as exc:
+                    self._roll_back(written, [t.id for t in fresh])
+                    raise StoreError(f"{exc}; none of the {len(fresh)} turn(s) of this batch is stored (the part already written was deleted)") from exc
+                with self._lock:
+                    self._append(list(zip(fresh, okeys, strict=True)))
+            return result
+
+    def _roll_back(self, cols: Sequence[Any], ids: list[str]) -> None:
+        for col in cols:
+            for start in range(0, len(ids), _PAGE):
+                try:
+                    col.delete(ids=ids[start : start + _PAGE])
+                except Exception:
+                    log.warning("meve: could not delete a partly written batch from %s; it is repaired when the session is next opened", col.name)
+
+    def delete(self, turn_id: str) -> Turn:
+        """Delete one stored turn from every collection; returns it. An unknown id raises InputError."""
+        with self._write_lock:
+            self._catch_up()
+            with self._lock:
+                pos = self._index.get(turn_id)
+                turn = self._turns[pos] if pos is not None else None
+            if turn is None:
+                raise InputError(f"turn_id={turn_id!r} is not stored in session {self.session_id!r}")
+            for col in self._collections:
+                self._call("delete a turn", col.delete, ids=[turn_id])
+            self._load()  # BM25 statistics and positions are rebuilt; deletions are rare
+            return turn
 
     async def aadd(self, text: str, role: str = "user", **kwargs: Any) -> Turn:
         return await asyncio.to_thread(self.add, text, role, **kwargs)
@@ -358,20 +542,22 @@ class MomentaryMemory:
         return await asyncio.to_thread(self.add_many, list(items))
 
     def turns(self) -> list[Turn]:
-        """Every stored turn, oldest first."""
+        """Every stored turn (this process's and other writers'), oldest first."""
+        self._catch_up()
         with self._lock:
-            return list(self._turns)
+            return [self._turns[i] for i in self._chrono]
 
     def __len__(self) -> int:
+        self._catch_up()
         return len(self._turns)
 
     def clear(self) -> None:
         """Delete every turn of this session (other sessions are untouched)."""
-        with self._lock:
+        with self._write_lock:
             for col in self._collections:
-                ids = col.get(include=[])["ids"]
-                for i in range(0, len(ids), 1000):
-                    col.delete(ids=ids[i : i + 1000])
+                ids = self._rows(col)["ids"]
+                for i in range(0, len(ids), _PAGE):
+                    self._call("delete turns", col.delete, ids=ids[i : i + _PAGE])
             self._load()
 
     # -- reading -------------------------------------------------------------------------
@@ -401,38 +587,47 @@ class MomentaryMemory:
         query = check_query(query)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns)
         per_weights = self._weights(weights)
+        self._catch_up()
         with self._lock:
-            # Lists only grow (clear() swaps in new ones), so the first n entries are a stable snapshot.
+            # Lists only grow (clear() and delete() swap in new ones), so the first n entries are a stable
+            # snapshot; everything slow (the model, Chroma) happens after the lock is released.
             turns = self._turns
             tokens = self._tokens
+            keys = self._keys
+            index = self._index
+            chrono = list(self._chrono)
             n = len(turns)
             n_recent = min(cfg.recent_turns, n)
-            recent_idx = list(range(n - n_recent, n))
+            recent_idx = chrono[n - n_recent :]
+            recent = set(recent_idx)
             past_n = n - n_recent
-            bm25: dict[int, float] = {}
-            dense: dict[str, dict[int, float]] = {e.name: {} for e in self.embedders}
-            if past_n > 0 and cfg.top_k > 0:
-                pool = max(self.candidate_pool, 4 * cfg.top_k)
-                scores = self._bm25.get_scores(query)[:past_n]
-                if scores.size:
-                    k = min(pool, scores.size)
-                    top = np.argpartition(-scores, k - 1)[:k]
-                    bm25 = {int(i): float(scores[i]) for i in top if scores[i] > 0}
-                for emb, col in zip(self.embedders, self._collections, strict=True):
-                    qv = np.asarray(emb.encode([query])[0], dtype=np.float32)
-                    res = col.query(query_embeddings=[qv], n_results=min(pool + n_recent, n), include=["distances"])
-                    for pid, dist in zip(res["ids"][0], res["distances"][0], strict=True):
-                        i = self._index.get(pid)
-                        if i is not None and i < past_n:
-                            dense[emb.name][i] = 1.0 - float(dist)
-            signals: dict[str, dict[int, float]] = {"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}
-            if cfg.fusion == "weighted":
-                fused = weighted_sum(signals, per_weights)
-            else:
-                rankings = {name: _ranked(s) for name, s in signals.items()}
-                fused = rrf(rankings, per_weights, k=cfg.rrf_k)
-            ranked = sorted(fused, key=lambda i: (-fused[i], -i))
-            chosen_rel = ranked[: cfg.top_k]
+            cap = cfg.top_k if cfg.top_k is not None else n
+            pool = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
+            scores = self._bm25.get_scores(query)[:n] if past_n > 0 and cap > 0 else np.zeros(0)
+        bm25: dict[int, float] = {}
+        dense: dict[str, dict[int, float]] = {e.name: {} for e in self.embedders}
+        if past_n > 0 and cap > 0:
+            if scores.size:
+                scores[list(recent)] = 0.0
+                k = min(pool, scores.size)
+                top = np.argpartition(-scores, k - 1)[:k]
+                bm25 = {int(i): float(scores[i]) for i in top if scores[i] > 0}
+            for emb, col in zip(self.embedders, self._collections, strict=True):
+                qv = np.asarray(emb.encode([query])[0], dtype=np.float32)
+                res = self._call("search turns", col.query, query_embeddings=[qv], n_results=min(pool + n_recent, n), include=["distances"])
+                for pid, dist in zip(res["ids"][0], res["distances"][0], strict=True):
+                    i = index.get(pid)
+                    if i is not None and i < n and i not in recent:
+                        dense[emb.name][i] = 1.0 - float(dist)
+        signals: dict[str, dict[int, float]] = {"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}
+        if cfg.fusion == "weighted":
+            fused = weighted_sum(signals, per_weights)
+        else:
+            rankings = {name: _ranked(s) for name, s in signals.items()}
+            fused = rrf(rankings, per_weights, k=cfg.rrf_k)
+        ranked = sorted(fused, key=lambda i: keys[i], reverse=True)  # ties: the newer turn first
+        ranked.sort(key=lambda i: -fused[i])
+        chosen_rel = ranked[:cap]
 
         # Fill by priority: recent (newest first), then relevance; then sort by time.
         budget = cfg.l_max
@@ -471,15 +666,15 @@ class MomentaryMemory:
             if need <= budget:
                 picked[i] = turns[i]
                 budget -= need
-                trace(i, True, f"relevance rank {rank} of top_k {cfg.top_k}", need)
+                trace(i, True, f"relevance rank {rank}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else ""), need)
             else:
                 trace(i, False, f"relevance rank {rank}: needs {need} tokens, {budget} left of l_max {cfg.l_max}", 0)
-        for rank, i in enumerate(ranked[cfg.top_k :], start=cfg.top_k + 1):
+        for rank, i in enumerate(ranked[cap:], start=cap + 1):
             trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)
-        order = sorted(picked, key=lambda i: (turns[i].timestamp, turns[i].seq))
+        order = sorted(picked, key=lambda i: keys[i])
         chosen_turns = tuple(picked[i] for i in order)
         used_total = cfg.l_max - budget
-        ordered_trace = tuple(traces[i] for i in sorted(traces, key=lambda i: (i not in picked, -(fused.get(i) or 0.0) if i not in recent_idx else -1e9, i)))
+        ordered_trace = tuple(traces[i] for i in sorted(traces, key=lambda i: (i not in picked, -(fused.get(i) or 0.0) if i not in recent else -1e9, keys[i])))
         return MemoryContext(
             query=query,
             turns=chosen_turns,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
@@ -176,7 +176,7 @@ def test_middleware_in_a_real_agent_graph(minilm, chroma_dir):
     for call in model.seen:
         recalled = [m for m in call if m.additional_kwargs.get("meve_recalled")]
         assert sum(counter.count(m.content) for m in recalled) <= 120
-        assert isinstance(call[0], type(call[0]))
+        assert isinstance(call[0], SystemMessage) and call[0].content == "You are helpful."
     last = model.seen[-1]
     assert any("Ana loves satay" in str(m.content) for m in last)
     assert last[-2].tool_calls and isinstance(last[-1], ToolMessage) and last[-1].tool_call_id == "call-1"
@@ -232,3 +232,35 @@ def test_hierarchical_retrieval_through_langchain(minilm):
     assert got[0].metadata["doc_id"] in ("dunlop", "dunlop-dup")
     src = next(p["text"] for p in demo_corpus()["passages"] if p["id"] == got[0].metadata["doc_id"])
     assert src[got[0].metadata["start"] : got[0].metadata["end"]] == got[0].page_content
+
+
+def test_middleware_without_a_thread_id_refuses_to_share_a_default_session(minilm, chroma_dir):
+    from langchain.agents import create_agent
+
+    from meve import ConfigError
+
+    model = FakeToolChatModel(messages=iter([AIMessage(content="hi")]))
+    model.seen = []
+    agent = create_agent(model=model, tools=[], middleware=[MomentaryContextMiddleware(path=chroma_dir, embedders=[minilm])])
+    with pytest.raises(ConfigError, match=r"thread_id=None is not allowed.*never puts different users into one shared default session"):
+        agent.invoke({"messages": [HumanMessage(content="my secret is 42")]})
+    assert model.seen == []  # the model was never called with anyone's memory
+
+
+def test_messages_without_ids_are_stored_once_across_restarts_and_never_emitted_twice(minilm, chroma_dir):
+    def conversation():  # fresh objects each time, as a restarted process would rebuild them
+        return [
+            HumanMessage(content="I ride a green Brompton."),
+            AIMessage(content="Nice bike."),
+            HumanMessage(content="What colour is my bike?"),
+        ]
+
+    mem = MomentaryMemory("restart", path=chroma_dir, embedders=[minilm], config=MemoryConfig(top_k=4, l_max=200))
+    out = reconstruct_messages(conversation(), mem)
+    assert len(mem) == 3
+    assert [m.content for m in out].count("What colour is my bike?") == 1
+    again = MomentaryMemory("restart", path=chroma_dir, embedders=[minilm], config=MemoryConfig(top_k=4, l_max=200))
+    out = reconstruct_messages(conversation(), again)
+    assert len(again) == 3  # nothing stored twice after the "restart"
+    assert [m.content for m in out].count("What colour is my bike?") == 1
+    assert any(m.content == "I ride a green Brompton." and m.additional_kwargs.get("meve_recalled") for m in out)
