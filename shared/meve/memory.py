@@ -13,7 +13,11 @@ isolation then holds by construction, and each collection also records its
 
 Chroma is the single source of truth. BM25 statistics and the turn list are
 rebuilt from it when a memory is opened, then kept in memory and updated per
-turn. One writer process per session is assumed; threads are safe.
+turn. Several processes may write one session through one Chroma server: turns
+are ordered by (timestamp, a key unique across processes), and before each read
+a handle learns what other writers added since it last looked (one ``count()``
+when nothing is new). Threads are safe, and no lock is held across a model or
+network call.
 """
 
 from __future__ import annotations

@@ -56,6 +56,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_SERVERS: dict[int, subprocess.Popen] = {}
+
+
+def _stop_server(port: int) -> None:
+    proc = _SERVERS[port]
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
 @pytest.fixture()
 def chroma_server(tmp_path):
     exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
@@ -79,6 +88,7 @@ def chroma_server(tmp_path):
     if client is None:
         proc.kill()
         pytest.fail("the chroma server did not start within 60 s")
+    _SERVERS[port] = proc
     yield client
     proc.terminate()
     proc.wait(timeout=20)
@@ -115,3 +125,62 @@ def test_memory_cli(tmp_path, minilm, capsys):
     assert [t["text"] for t in out["turns"]] == ["My bike is a green Brompton.", "What colour is my bike?"]
     assert any(tr["included"] is False and "outside top_k" in tr["reason"] for tr in out["trace"])
     assert main(["memory", "add", "  ", "--db", db, "--session", "s"]) == 2
+
+
+WORKER = """
+import sys, time
+import chromadb
+from chromadb.config import Settings
+from meve import MomentaryMemory
+from tests.fakes import FakeEmbedder
+
+port, name, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+client = chromadb.HttpClient(host="127.0.0.1", port=port, settings=Settings(anonymized_telemetry=False))
+mem = MomentaryMemory("team", client=client, embedders=[FakeEmbedder()])
+for i in range(n):
+    mem.add(f"{name} turn {i} mentions keyword{name}", "user")
+    print(f"ACK {name} {i}", flush=True)
+    time.sleep(0.01)
+ctx = mem.reconstruct(" ".join(f"keyword{other}" for other in ("w0", "w1", "w2") if other != name), l_max=4000)
+print("FOUND", sorted({t.text.split()[0] for t in ctx.turns}), flush=True)
+"""
+
+
+def test_three_worker_processes_share_one_session_through_a_chroma_server(chroma_server, tmp_path):
+    port = chroma_server.get_settings().chroma_server_http_port
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    root = Path(__file__).resolve().parents[2]
+    workers = [
+        subprocess.Popen([sys.executable, str(script), str(port), f"w{k}", "20"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for k in range(3)
+    ]
+    outs = [w.communicate(timeout=300) for w in workers]
+    assert all(w.returncode == 0 for w in workers), [err[-2000:] for _, err in outs]
+    acked = {line.split(" ", 1)[1] for out, _ in outs for line in out.splitlines() if line.startswith("ACK")}
+    assert len(acked) == 60
+    from tests.fakes import FakeEmbedder
+
+    reader = MomentaryMemory("team", client=chroma_server, embedders=[FakeEmbedder()])
+    texts = [t.text for t in reader.turns()]
+    assert len(texts) == len(set(texts)) == 60  # nothing lost, nothing duplicated
+    for k in range(3):
+        own = [int(t.split()[2]) for t in texts if t.startswith(f"w{k} ")]
+        assert own == list(range(20))  # each worker's turns stay in its order
+    for out, _ in outs:
+        found = next(line for line in out.splitlines() if line.startswith("FOUND"))
+        assert found.count("'w") >= 2  # each worker found the others' turns by their keyword
+
+
+def test_a_server_that_is_down_is_a_store_error_naming_it(minilm, chroma_server):
+    from meve import StoreError
+    from tests.fakes import FakeEmbedder
+
+    mem = MomentaryMemory("down", client=chroma_server, embedders=[FakeEmbedder()])
+    mem.add("stored while the server ran")
+    port = chroma_server.get_settings().chroma_server_http_port
+    _stop_server(port)
+    with pytest.raises(StoreError, match=rf"Chroma server at 127.0.0.1:{port}"):
+        mem.add("after the server stopped")
+    with pytest.raises(StoreError, match=rf"Chroma server at 127.0.0.1:{port}"):
+        mem.reconstruct("anything")

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from meve import ConfigError, InputError, MemoryConfig, MomentaryMemory
+from meve import ConfigError, InputError, MemoryConfig, MomentaryMemory, StoreError
 from meve.memory import TRUNCATION_MARKER
 from meve.store import chroma_client
 from tests.fakes import FakeEmbedder
@@ -305,3 +305,113 @@ def test_reconstruct_rejects_an_empty_query_like_meve_run():
     for bad in ("", "   ", None):
         with pytest.raises(InputError, match="query"):
             m.reconstruct(bad)
+
+
+def test_a_timestamp_from_the_future_is_refused_and_one_turn_can_be_deleted():
+    m = mem(max_clock_skew_s=60)
+    m.add("first", "user")
+    far = m.clock() + timedelta(days=365)
+    with pytest.raises(InputError, match=r"more than max_clock_skew_s=60(\.0)? s ahead of the clock"):
+        m.add("from the future", "user", timestamp=far)
+    keep = m.add("second", "assistant", turn_id="keep")
+    gone = m.add("third", "user", turn_id="gone")
+    assert m.delete("gone") == gone
+    assert [t.text for t in m.turns()] == ["first", "second"] and m.turns()[-1] == keep
+    assert "third" not in [t.text for t in m.reconstruct("third", l_max=500).turns]
+    with pytest.raises(InputError, match="turn_id='gone' is not stored"):
+        m.delete("gone")
+    m.add("fourth", "user")  # still writable
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"x": float("nan")}, "Chroma drops NaN"),
+        ({"x": float("inf")}, "Chroma drops NaN and infinite"),
+        ({"x": 2**63}, "outside int64"),
+        ({"": 1}, "keys must be non-empty"),
+        ({"x": "bad \ud800 text"}, "lone surrogate"),
+    ],
+)
+def test_metadata_that_storage_would_change_is_refused(metadata, message):
+    m = mem()
+    with pytest.raises(InputError, match=message):
+        m.add("hello", "user", metadata=metadata)
+    with pytest.raises(InputError, match="lone surrogate"):
+        m.add("text with \ud800 in it", "user")
+    assert len(m) == 0
+
+
+def test_add_many_is_all_or_nothing_when_chroma_fails_mid_batch(monkeypatch):
+    import meve.memory
+
+    m = mem()
+    m.add("already there", "user")
+    monkeypatch.setattr(meve.memory, "_PAGE", 2)  # 5 turns -> 3 writes per collection
+    col = m._collections[0]
+    real_add = col.add
+    calls = {"n": 0}
+
+    def failing_add(**kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("disk full")
+        return real_add(**kwargs)
+
+    monkeypatch.setattr(col, "add", failing_add)
+    with pytest.raises(StoreError, match=r"none of the 5 turn\(s\) of this batch is stored"):
+        m.add_many([f"turn {i}" for i in range(5)])
+    assert len(m) == 1 and col.count() == 1  # the first chunk was deleted again
+    monkeypatch.setattr(col, "add", real_add)
+    added = m.add_many([f"turn {i}" for i in range(5)])
+    assert [t.seq for t in added] == [1, 2, 3, 4, 5] and len(m) == 6
+
+
+def test_two_handles_on_one_session_see_each_others_turns_in_time_order():
+    # Two handles stand for two processes: neither holds the other's in-memory state.
+    client = chroma_client()
+    prefix = f"t{time.time_ns()}"
+    clock = Clock()
+    a = MomentaryMemory("shared", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
+    b = MomentaryMemory("shared", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
+    a.add("alpha writes about zebras", "user")
+    b.add("beta writes about walruses", "user")
+    a.add("alpha again about kiwis", "user")
+    assert [t.text for t in b.turns()] == ["alpha writes about zebras", "beta writes about walruses", "alpha again about kiwis"]
+    ctx = b.reconstruct("zebras", l_max=500)
+    assert "alpha writes about zebras" in [t.text for t in ctx.turns]  # found by BM25 and dense, though b never wrote it
+    assert any(tr.bm25 for tr in ctx.trace if tr.id == a.turns()[0].id)
+    assert [t.text for t in a.turns()] == [t.text for t in b.turns()]
+
+
+def test_reconstruct_does_not_wait_for_a_stuck_add():
+    release = threading.Event()
+
+    class SlowForOneText(FakeEmbedder):
+        def encode(self, texts):
+            if any("STUCK" in t for t in texts):
+                release.wait(timeout=30)
+            return super().encode(texts)
+
+    m = MomentaryMemory("stuck", client=chroma_client(), embedders=[SlowForOneText()], clock=Clock(), collection_prefix=f"t{time.time_ns()}")
+    m.add("an earlier turn about trains", "user")
+    writer = threading.Thread(target=m.add, args=("STUCK turn",))
+    writer.start()
+    time.sleep(0.2)
+    t0 = time.perf_counter()
+    ctx = m.reconstruct("trains", l_max=200)
+    waited = time.perf_counter() - t0
+    release.set()
+    writer.join(timeout=30)
+    assert waited < 5 and [t.text for t in ctx.turns] == ["an earlier turn about trains"]
+    assert len(m) == 2
+
+
+def test_a_session_of_more_than_32767_turns_reopens(tmp_path):
+    # One unpaginated get() of 32,767+ rows fails in Chroma's SQLite ("too many SQL variables").
+    path = str(tmp_path / "big")
+    m = MomentaryMemory("big", path=path, embedders=[FakeEmbedder(dimension=8)], clock=Clock())
+    for start in range(0, 33_000, 5_500):
+        m.add_many([f"turn {i}" for i in range(start, min(start + 5_500, 33_000))])
+    reopened = MomentaryMemory("big", path=path, embedders=[FakeEmbedder(dimension=8)])
+    assert len(reopened) == 33_000 and reopened.turns()[-1].text == "turn 32999"
