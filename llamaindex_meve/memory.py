@@ -43,11 +43,15 @@ class MomentaryChatMemory(BaseMemory):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    session_id: str = Field(default="default")
+    session_id: str = Field(description="the core memory's session id")
     l_max: int | None = None
     top_k: int | None = None
+    system_outside_budget: bool = Field(
+        default=False, description="return every stored system message outside l_max (default: they count against l_max, kept before other history)"
+    )
     _core: CoreMemory = PrivateAttr()
     _current: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _current_ids: set[str] = PrivateAttr(default_factory=set)
 
     def __init__(self, core: CoreMemory, **kwargs: Any) -> None:
         if not isinstance(core, CoreMemory):
@@ -64,7 +68,7 @@ class MomentaryChatMemory(BaseMemory):
     @classmethod
     def from_defaults(  # type: ignore[override]
         cls,
-        session_id: str = "default",
+        session_id: str,
         *,
         path: str | None = None,
         client: Any = None,
@@ -74,10 +78,11 @@ class MomentaryChatMemory(BaseMemory):
         chat_history: list[ChatMessage] | None = None,
         l_max: int | None = None,
         top_k: int | None = None,
+        system_outside_budget: bool = False,
     ) -> MomentaryChatMemory:
         _check_budget(l_max, top_k)  # before a store is opened
         core = CoreMemory(session_id, path=path, client=client, config=config, embedders=embedders, token_counter=token_counter)
-        mem = cls(core, l_max=l_max, top_k=top_k)
+        mem = cls(core, l_max=l_max, top_k=top_k, system_outside_budget=system_outside_budget)
         if chat_history:
             mem.put_messages(chat_history)
         return mem
@@ -89,11 +94,14 @@ class MomentaryChatMemory(BaseMemory):
     def put(self, message: ChatMessage) -> None:
         if message.role == MessageRole.USER:
             self._current = []
+            self._current_ids = set()
         self._current.append(message)
         text = _text(message)
         role = _TO_CORE.get(message.role, "user")
         if text.strip() and role in ("user", "assistant", "system") and not message.additional_kwargs.get("tool_calls"):
-            self._core.add(text, role)
+            # The id of what was stored: recalled turns are told apart from the current exchange by id,
+            # never by text, so a turn legitimately said twice is recalled.
+            self._current_ids.add(self._core.add(text, role).id)
 
     async def aput(self, message: ChatMessage) -> None:
         await asyncio.to_thread(self.put, message)
@@ -115,6 +123,7 @@ class MomentaryChatMemory(BaseMemory):
     def reset(self) -> None:
         self._core.clear()
         self._current = []
+        self._current_ids = set()
 
     async def areset(self) -> None:
         await asyncio.to_thread(self.reset)
@@ -126,24 +135,26 @@ class MomentaryChatMemory(BaseMemory):
         return await asyncio.to_thread(self.get_all)
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """System messages and the turns rebuilt for ``input`` within ``l_max`` tokens (counted on the
+        rendered ``role: text`` lines, system messages included unless ``system_outside_budget``),
+        then the current exchange verbatim."""
         turns = self._core.turns()
-        system = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"]
         query = input
         if query is None:
             query = next((_text(m) for m in reversed(self._current) if m.role == MessageRole.USER), None)
         if query is None:
             query = next((t.text for t in reversed(turns) if t.role == "user"), None)
+        outside = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"] if self.system_outside_budget else []
         if query is None or not query.strip():
             # Nothing to rebuild for (no user message yet): no recall, like meve's empty-query rule.
-            return [*system, *self._current]
-        current_texts = {_text(m) for m in self._current}
-        ctx = self._core.reconstruct(query, l_max=self.l_max, top_k=self.top_k)
-        recalled = [
-            ChatMessage(role=_FROM_CORE[t.role], content=t.text, additional_kwargs={"meve_recalled": True})
-            for t in ctx.turns
-            if t.role != "system" and not (self._current and t.text in current_texts)
-        ]
-        return [*system, *recalled, *self._current]
+            kept = outside or [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"]
+            return [*kept, *self._current]
+        keep = () if self.system_outside_budget else ("system",)
+        ctx = self._core.reconstruct(query, l_max=self.l_max, top_k=self.top_k, keep_roles=keep)
+        recalled = [t for t in ctx.turns if t.id not in self._current_ids and not (self.system_outside_budget and t.role == "system")]
+        system = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in recalled if t.role == "system"]
+        history = [ChatMessage(role=_FROM_CORE[t.role], content=t.text, additional_kwargs={"meve_recalled": True}) for t in recalled if t.role != "system"]
+        return [*outside, *system, *history, *self._current]
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         return await asyncio.to_thread(self.get, input, **kwargs)
@@ -168,7 +179,7 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
         if query is None:
             return ""  # no user message to rebuild for
         ctx = await self.memory.areconstruct(query, l_max=self.l_max, top_k=self.top_k)
-        return "\n".join(f"{t.role}: {t.text}" for t in ctx.turns)
+        return str(ctx.text)  # exactly the text l_max was counted on
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         items = [{"text": _text(m), "role": _TO_CORE[m.role]} for m in messages if _text(m).strip() and m.role in (MessageRole.USER, MessageRole.ASSISTANT)]

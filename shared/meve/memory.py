@@ -109,7 +109,8 @@ class MemoryContext:
 
     @property
     def text(self) -> str:
-        return "\n".join(f"{t.role}: {t.text}" for t in self.turns)
+        """What the budget counts: one ``role: text`` line per turn (``token_count`` is this text's tokens)."""
+        return render(self.turns)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +122,19 @@ class MemoryContext:
             "ms": round(self.ms, 3),
             "trace": [t.to_dict() for t in self.trace],
         }
+
+
+SEPARATOR = "\n"
+
+
+def render_turn(turn: Turn) -> str:
+    return f"{turn.role}: {turn.text}"
+
+
+def render(turns: Iterable[Turn]) -> str:
+    """The one rendering of a rebuilt context; l_max is counted on exactly this text. Adapters that
+    pass turns as chat messages send only the texts, which is never more."""
+    return SEPARATOR.join(render_turn(t) for t in turns)
 
 
 def validate_session_id(session_id: Any) -> str:
@@ -279,7 +293,8 @@ class MomentaryMemory:
         if not rows:
             return
         texts = [t.text for t, _ in rows]
-        for (turn, okey), used in zip(rows, count_many(self.token_counter, texts), strict=True):
+        rendered = count_many(self.token_counter, [render_turn(t) for t, _ in rows])
+        for (turn, okey), used in zip(rows, rendered, strict=True):
             pos = len(self._turns)
             key = (turn.timestamp.timestamp(), okey)
             self._turns.append(turn)
@@ -585,8 +600,17 @@ class MomentaryMemory:
         fusion: str | None = None,
         weights: Mapping[str, float] | None = None,
         recent_turns: int | None = None,
+        keep_roles: Sequence[str] = (),
     ) -> MemoryContext:
-        """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig)."""
+        """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig).
+
+        ``l_max`` bounds the tokens of ``context.text``, the rendered ``role: text`` lines and
+        their separators. Turns whose role is in ``keep_roles`` (e.g. ``("system",)``) are kept
+        after the most recent turns, oldest first, and count against ``l_max`` like the others.
+        """
+        bad_roles = [r for r in keep_roles if r not in ROLES]
+        if isinstance(keep_roles, str) or bad_roles:
+            raise InputError(f"keep_roles={keep_roles!r} is not allowed: expected a sequence of roles among {', '.join(ROLES)}")
         t0 = time.perf_counter()
         query = check_query(query)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns)
@@ -603,7 +627,8 @@ class MomentaryMemory:
             n = len(turns)
             n_recent = min(cfg.recent_turns, n)
             recent_idx = chrono[n - n_recent :]
-            recent = set(recent_idx)
+            pinned_idx = [i for i in chrono[: n - n_recent] if turns[i].role in keep_roles]
+            recent = set(recent_idx) | set(pinned_idx)
             past_n = n - n_recent
             cap = cfg.top_k if cfg.top_k is not None else n
             pool = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
@@ -633,7 +658,9 @@ class MomentaryMemory:
         ranked.sort(key=lambda i: -fused[i])
         chosen_rel = ranked[:cap]
 
-        # Fill by priority: recent (newest first), then relevance; then sort by time.
+        # Fill by priority: recent (newest first), kept roles, then relevance; then sort by time.
+        # Each turn costs its rendered line plus a separator once another line is in.
+        sep = self.token_counter.count(SEPARATOR)
         budget = cfg.l_max
         picked: dict[int, Turn] = {}
         traces: dict[int, TurnTrace] = {}
@@ -650,23 +677,35 @@ class MomentaryMemory:
                 tokens=used,
             )
 
+        def cost(i: int) -> int:
+            return tokens[i] + (sep if picked else 0)
+
         for i in reversed(recent_idx):
-            need = tokens[i]
+            need = cost(i)
             if need <= budget:
                 picked[i] = turns[i]
                 budget -= need
                 trace(i, True, "most recent turn (always kept)", need)
                 continue
-            cut = self._truncate(turns[i].text, need, budget)
+            head = self.token_counter.count(f"{turns[i].role}: ") + (sep if picked else 0)
+            cut = self._truncate(turns[i].text, tokens[i], budget - head)
             if cut is None:
                 trace(i, False, f"recent turn of {need} tokens; only {budget} left and too little for a truncated copy", 0)
                 continue
             text, used = cut
             picked[i] = Turn(turns[i].id, turns[i].role, text, turns[i].timestamp, turns[i].seq, {**turns[i].metadata, "meve_truncated": True})
-            budget -= used
-            trace(i, True, f"most recent turn, truncated to {used} of {need} tokens to fit l_max {cfg.l_max}", used)
+            budget -= used + head
+            trace(i, True, f"most recent turn, truncated to {used + head} of {need} tokens to fit l_max {cfg.l_max}", used + head)
+        for i in pinned_idx:
+            need = cost(i)
+            if need <= budget:
+                picked[i] = turns[i]
+                budget -= need
+                trace(i, True, f"role {turns[i].role!r} is in keep_roles", need)
+            else:
+                trace(i, False, f"role {turns[i].role!r} is in keep_roles, but it needs {need} tokens and {budget} are left of l_max {cfg.l_max}", 0)
         for rank, i in enumerate(chosen_rel, start=1):
-            need = tokens[i]
+            need = cost(i)
             if need <= budget:
                 picked[i] = turns[i]
                 budget -= need
@@ -677,7 +716,17 @@ class MomentaryMemory:
             trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)
         order = sorted(picked, key=lambda i: keys[i])
         chosen_turns = tuple(picked[i] for i in order)
-        used_total = cfg.l_max - budget
+        used_total = self.token_counter.count(render(chosen_turns))
+        # Token counts of joined text can differ from the sum of the parts: the budget holds on the joined text.
+        while used_total > cfg.l_max:
+            droppable = [i for i in reversed(chosen_rel) if i in picked] or [i for i in reversed(pinned_idx) if i in picked]
+            if not droppable:
+                break
+            last = droppable[0]
+            del picked[last]
+            trace(last, False, f"rendered context was {used_total} tokens > l_max {cfg.l_max}", 0)
+            chosen_turns = tuple(picked[i] for i in sorted(picked, key=lambda i: keys[i]))
+            used_total = self.token_counter.count(render(chosen_turns))
         ordered_trace = tuple(traces[i] for i in sorted(traces, key=lambda i: (i not in picked, -(fused.get(i) or 0.0) if i not in recent else -1e9, keys[i])))
         return MemoryContext(
             query=query,

@@ -120,9 +120,13 @@ def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
     assert res[0].node.node_id == "derailleur" and ticks > 0
 
 
-def _memory(minilm, **cfg):
+def _memory(minilm, system_outside_budget=False, **cfg):
     core = CoreMemory("li", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(**cfg))
-    return MomentaryChatMemory(core)
+    return MomentaryChatMemory(core, system_outside_budget=system_outside_budget)
+
+
+def _rendered(messages):
+    return "\n".join(f"{m.role.value}: {m.content}" for m in messages)
 
 
 def test_chat_memory_get_put_set_reset_and_system_messages(minilm):
@@ -138,8 +142,7 @@ def test_chat_memory_get_put_set_reset_and_system_messages(minilm):
     assert got[0].role == MessageRole.SYSTEM
     assert got[-1].content == "What colour is my bike?"
     assert any(m.content == "My bike is a green Brompton." for m in got)
-    recalled = [m for m in got if m.additional_kwargs.get("meve_recalled")]
-    assert sum(mem.core.token_counter.count(m.content) for m in recalled) <= 40
+    assert mem.core.token_counter.count(_rendered(got)) <= 40  # system message and current turn included
     assert len(mem.get_all()) == 44
     mem.set([ChatMessage(role=MessageRole.USER, content="fresh start")])
     assert [m.content for m in mem.get_all()] == ["fresh start"]
@@ -171,7 +174,7 @@ def test_chat_engine_over_a_long_conversation(minilm):
     assert resp.response
     sent = mem.get("Where does my sister live?")
     assert any("Porto" in (m.content or "") for m in sent)
-    assert sum(mem.core.token_counter.count(m.content or "") for m in sent if m.additional_kwargs.get("meve_recalled")) <= 80
+    assert mem.core.token_counter.count(_rendered(sent)) <= 80
 
 
 def test_memory_block_in_llamaindex_memory(minilm):
@@ -197,3 +200,22 @@ def test_hierarchical_retrieval_through_llamaindex(minilm):
     got = r.retrieve("What does the derailleur do?")
     assert got[0].node.metadata["doc_id"].startswith("derailleur") and got[0].node.metadata["meve_source"] == "verified"
     assert r.last_result is not None and r.last_result.phase("retrieve").info["mode"] == "hierarchical"
+
+
+def test_chat_memory_recalls_a_turn_said_twice_and_can_keep_system_messages_outside(minilm):
+    mem = _memory(minilm, l_max=60)
+    mem.put(ChatMessage(role=MessageRole.SYSTEM, content="Be brief."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="I like green tea."))
+    mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="Noted."))
+    for i in range(6):
+        mem.put(ChatMessage(role=MessageRole.USER, content=f"Small talk {i} about trains."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="I like green tea."))  # the same words again, now the current message
+    got = mem.get()
+    assert [m.content for m in got].count("I like green tea.") == 2  # the earlier turn is recalled, not deduplicated by text
+    assert got[-1].content == "I like green tea." and not got[-1].additional_kwargs.get("meve_recalled")
+    assert mem.core.token_counter.count(_rendered(got)) <= 60
+    outside = _memory(minilm, system_outside_budget=True, l_max=12)
+    outside.put(ChatMessage(role=MessageRole.SYSTEM, content="A long system prompt that alone is longer than twelve tokens of budget."))
+    outside.put(ChatMessage(role=MessageRole.USER, content="hello"))
+    got = outside.get()
+    assert got[0].role == MessageRole.SYSTEM and got[-1].content == "hello"

@@ -81,7 +81,8 @@ def test_reconstruct_keeps_recent_turn_relevant_turns_and_time_order():
     assert ids[-1] == 6  # the most recent turn, always
     assert 0 in ids  # "Rex ... beagle" is relevant
     assert ids == sorted(ids)  # chronological
-    assert ctx.token_count <= 200
+    assert ctx.token_count == m.token_counter.count(ctx.text) <= 200
+    assert ctx.text.splitlines()[-1] == f"user: {m.turns()[-1].text}"
     assert sum(1 for tr in ctx.trace if tr.included) == len(ctx.turns)
     recent = next(tr for tr in ctx.trace if tr.seq == 6)
     assert recent.reason.startswith("most recent turn")
@@ -92,11 +93,11 @@ def test_reconstruct_keeps_recent_turn_relevant_turns_and_time_order():
 def test_l_max_cut_by_priority_and_recent_truncation_marker():
     m = filled(top_k=5, l_max=30)
     ctx = m.reconstruct("dog beagle pizza nurse")
-    assert ctx.token_count <= 30
+    assert ctx.token_count == m.token_counter.count(ctx.text) <= 30
     assert any(not tr.included and "left of l_max 30" in tr.reason for tr in ctx.trace)
     m.add("word " * 400, "user")
     small = m.reconstruct("anything", l_max=40)
-    assert small.token_count <= 40
+    assert small.token_count == m.token_counter.count(small.text) <= 40
     assert len(small.turns) == 1 and "truncated by meve" in small.turns[0].text
     assert small.turns[0].metadata["meve_truncated"] is True
     assert "truncated to" in small.trace[0].reason
@@ -160,7 +161,7 @@ def test_one_megabyte_turn_is_stored_verbatim_and_over_limit_is_refused():
     m.add(big)
     assert m.turns()[0].text == big
     ctx = m.reconstruct("memory", l_max=64)
-    assert ctx.token_count <= 64
+    assert ctx.token_count == m.token_counter.count(ctx.text) <= 64
     with pytest.raises(InputError, match="max_turn_chars=2000000"):
         m.add("x" * 2_000_001)
 
@@ -415,3 +416,31 @@ def test_a_session_of_more_than_32767_turns_reopens(tmp_path):
         m.add_many([f"turn {i}" for i in range(start, min(start + 5_500, 33_000))])
     reopened = MomentaryMemory("big", path=path, embedders=[FakeEmbedder(dimension=8)])
     assert len(reopened) == 33_000 and reopened.turns()[-1].text == "turn 32999"
+
+
+@given(
+    texts=st.lists(
+        st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=120).filter(str.strip), min_size=1, max_size=12
+    ),
+    l_max=st.integers(min_value=12, max_value=120),
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_rendered_context_never_exceeds_l_max(texts, l_max):
+    m = mem()
+    m.add_many([{"text": t, "role": "user" if i % 2 == 0 else "assistant"} for i, t in enumerate(texts)])
+    ctx = m.reconstruct("remember what I said", l_max=l_max)
+    assert m.token_counter.count(ctx.text) == ctx.token_count <= l_max
+
+
+def test_kept_roles_count_against_the_budget_after_the_recent_turn():
+    m = mem()
+    m.add("You are a terse assistant. Never mention pizza.", "system")
+    for i in range(20):
+        m.add(f"filler remark number {i} about the weather", "user")
+    ctx = m.reconstruct("weather", l_max=60, keep_roles=("system",))
+    assert ctx.turns[0].role == "system" and ctx.token_count == m.token_counter.count(ctx.text) <= 60
+    tight = m.reconstruct("weather", l_max=15, keep_roles=("system",))
+    assert [t.role for t in tight.turns] == ["user"]  # the most recent turn comes first; the system turn did not fit
+    assert any("keep_roles, but it needs" in tr.reason for tr in tight.trace)
+    with pytest.raises(InputError, match="keep_roles='system'"):
+        m.reconstruct("weather", keep_roles="system")
