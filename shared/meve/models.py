@@ -6,6 +6,7 @@ Heavy models load lazily, once per process (keyed by path and device), so many
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -141,13 +142,19 @@ class SentenceTransformerEmbedder:
 
 
 class CachedEmbedder:
-    """Never embeds the same text twice: an LRU of text -> vector in front of any Embedder."""
+    """Never embeds the same text twice while it is cached: an LRU of sha1(text) -> vector in front
+    of any Embedder, bounded by bytes (keys are digests, so long texts cost no more than short ones)."""
 
-    def __init__(self, inner: Embedder, maxsize: int = 200_000) -> None:
+    _ENTRY_OVERHEAD = 200  # dict slot, digest bytes object and ndarray header, measured roughly
+
+    def __init__(self, inner: Embedder, max_bytes: int = 128 * 1024 * 1024) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ConfigError("max_bytes", max_bytes, "an int >= 0 (bytes of cached vectors; 0 disables the cache)")
         self.inner = inner
         self.name = inner.name
-        self.maxsize = maxsize
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.encoded = 0  # texts actually sent to the model
 
@@ -155,26 +162,34 @@ class CachedEmbedder:
     def dimension(self) -> int:
         return embedder_dimension(self.inner)
 
+    def __len__(self) -> int:
+        return len(self._cache)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+        found: dict[bytes, np.ndarray] = {}
+        with self._lock:  # hits are copied out here, so an eviction by another thread cannot lose them
+            for key in keys:
+                vec = self._cache.get(key)
+                if vec is not None:
+                    found[key] = vec
+                    self._cache.move_to_end(key)
+        missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts, strict=True) if k not in found))
         if missing:
-            vecs = np.asarray(self.inner.encode(missing), dtype=np.float32)
+            vecs = np.asarray(self.inner.encode([t for _, t in missing]), dtype=np.float32)
             with self._lock:
                 self.encoded += len(missing)
-                for text, vec in zip(missing, vecs, strict=True):
-                    self._cache[text] = vec
-                    self._cache.move_to_end(text)
-                while len(self._cache) > self.maxsize:
-                    self._cache.popitem(last=False)
-            local = dict(zip(missing, vecs, strict=True))
-        else:
-            local = {}
-        with self._lock:
-            rows = [local[t] if t in local else self._cache[t] for t in texts]
-        if not rows:
+                for (key, _), vec in zip(missing, vecs, strict=True):
+                    found[key] = vec
+                    if key not in self._cache and self.max_bytes:
+                        self._cache[key] = vec
+                        self.bytes += vec.nbytes + self._ENTRY_OVERHEAD
+                while self.bytes > self.max_bytes and self._cache:
+                    _, old = self._cache.popitem(last=False)
+                    self.bytes -= old.nbytes + self._ENTRY_OVERHEAD
+        if not keys:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack(rows).astype(np.float32, copy=False)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
 _default_embedder: CachedEmbedder | None = None

@@ -64,3 +64,20 @@ def test_calibration_round_trips_through_safetensors(tmp_path):
     assert Calibration.load(path) == Calibration(2.5, -1.25)
     with pytest.raises(ConfigError, match="calibration"):
         Calibration.load(tmp_path / "missing.safetensors")
+
+
+def test_cached_embedder_is_bounded_by_bytes_and_never_embeds_a_cached_text_twice():
+    from meve import CachedEmbedder
+    from tests.fakes import FakeEmbedder
+
+    inner = FakeEmbedder(dimension=16)  # 64 bytes per vector
+    per_entry = 64 + CachedEmbedder._ENTRY_OVERHEAD
+    cache = CachedEmbedder(inner, max_bytes=10 * per_entry)
+    first = cache.encode([f"text {i}" for i in range(25)])
+    assert len(cache) == 10 and cache.bytes <= cache.max_bytes and cache.encoded == 25
+    again = cache.encode([f"text {i}" for i in range(15, 25)])  # the 10 most recent are cached
+    assert cache.encoded == 25 and np.allclose(again, first[15:])
+    cache.encode(["x" * 1_000_000])  # a long text costs one digest key, not a megabyte
+    assert cache.bytes <= cache.max_bytes
+    with pytest.raises(ValueError, match="max_bytes=-1"):
+        CachedEmbedder(inner, max_bytes=-1)
