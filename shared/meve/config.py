@@ -140,7 +140,8 @@ class MeVeConfig:
 
 
 def _default_weights() -> dict[str, float]:
-    return {"bm25": 0.3, "dense": 0.7}
+    # Chosen on LoCoMo dev conversations 0-4 and confirmed on 5-9 (BENCHMARKS.md, "Chat memory").
+    return {"bm25": 0.8, "dense": 0.2}
 
 
 def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None) -> dict[str, float]:
@@ -179,6 +180,9 @@ class MemoryConfig:
     max_clock_skew_s: a timestamp further than this ahead of the clock is refused (one turn
         from the future would make every later turn look out of order); also the window in
         which turns from other processes are looked for.
+    stemming: BM25 over English Snowball stems (PyStemmer) instead of plain words.
+    partner_turns: after each turn recalled by relevance, its partner (the adjacent turn by the
+        other role: the reply, or the question) is added if it fits.
     """
 
     top_k: int | None = None
@@ -189,6 +193,8 @@ class MemoryConfig:
     rrf_k: int = 60
     max_turn_chars: int = 4_000_000
     max_clock_skew_s: float = 300.0
+    stemming: bool = True
+    partner_turns: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -200,6 +206,9 @@ class MemoryConfig:
         _int("rrf_k", self.rrf_k, 0)
         _int("max_turn_chars", self.max_turn_chars, 1)
         _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
+        for flag in ("stemming", "partner_turns"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(flag, getattr(self, flag), "True or False")
 
     def replace(self, **overrides: Any) -> MemoryConfig:
         result: MemoryConfig = _replace(self, overrides)

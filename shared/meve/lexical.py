@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -102,6 +103,27 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 def bm25_tokenize(text: str) -> list[str]:
     return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+_stems: dict[str, str] = {}
+_stem_lock = threading.Lock()
+
+
+def stemmed_tokenize(text: str) -> list[str]:
+    """:func:`bm25_tokenize`, then English Snowball stems (PyStemmer, C): "went"/"going" stay apart,
+    "supportive"/"support" meet. Chosen for chat memory on LoCoMo dev conversations (BENCHMARKS.md)."""
+    import Stemmer
+
+    words = bm25_tokenize(text)
+    todo = [w for w in dict.fromkeys(words) if w not in _stems]
+    if todo:
+        stemmed = Stemmer.Stemmer("english").stemWords(todo)
+        with _stem_lock:
+            _stems.update(zip(todo, stemmed, strict=True))
+            if len(_stems) > 500_000:  # a bound for adversarial vocabularies; refilled on demand
+                _stems.clear()
+                _stems.update(zip(todo, stemmed, strict=True))
+    return [_stems.get(w) or w for w in words]
 
 
 @runtime_checkable
@@ -224,8 +246,9 @@ class IncrementalBM25:
 
     name = "incremental"
 
-    def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75, tokenize: Callable[[str], list[str]] | None = None) -> None:
         self.k1, self.b = k1, b
+        self.tokenize = tokenize if tokenize is not None else bm25_tokenize
         self._postings: dict[str, tuple[_Growable, _Growable]] = {}
         self._lengths = _Growable(np.float64)
         self._total = 0
@@ -234,7 +257,7 @@ class IncrementalBM25:
     def add(self, texts: Sequence[str]) -> None:
         for text in texts:
             doc = self._lengths.size
-            tokens = bm25_tokenize(text)
+            tokens = self.tokenize(text)
             self._lengths.append(len(tokens))
             self._total += len(tokens)
             counts: dict[str, int] = {}
@@ -254,7 +277,7 @@ class IncrementalBM25:
             return scores
         lengths = self._lengths.view()
         avgdl = self._total / n if self._total else 1.0
-        for term in dict.fromkeys(bm25_tokenize(query)):
+        for term in dict.fromkeys(self.tokenize(query)):
             posting = self._postings.get(term)
             if posting is None:
                 continue

@@ -41,7 +41,7 @@ import numpy as np
 from meve.config import MemoryConfig, validate_weights
 from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf, weighted_sum
-from meve.lexical import IncrementalBM25
+from meve.lexical import IncrementalBM25, stemmed_tokenize
 from meve.models import Embedder, default_embedder, embedder_dimension
 from meve.records import check_query
 from meve.store import check_metadata, check_text, chroma_client
@@ -230,7 +230,7 @@ class MomentaryMemory:
         token_counter: Any = None,
         clock: Callable[[], datetime] | None = None,
         collection_prefix: str = "meve-mem",
-        candidate_pool: int = 64,
+        candidate_pool: int = 256,
         create: bool = True,
     ) -> None:
         """``create=False`` opens an existing session only (read-only callers): an unknown
@@ -285,7 +285,7 @@ class MomentaryMemory:
         self._keys: list[tuple[float, str]] = []
         self._chrono: list[int] = []
         self._chrono_keys: list[tuple[float, str]] = []
-        self._bm25 = IncrementalBM25()
+        self._bm25 = IncrementalBM25(tokenize=stemmed_tokenize if self.config.stemming else None)
         self._latest: datetime | None = None
 
     def _append(self, rows: Sequence[tuple[Turn, str]]) -> None:
@@ -624,6 +624,7 @@ class MomentaryMemory:
             keys = self._keys
             index = self._index
             chrono = list(self._chrono)
+            chrono_keys = list(self._chrono_keys) if cfg.partner_turns else []
             n = len(turns)
             n_recent = min(cfg.recent_turns, n)
             recent_idx = chrono[n - n_recent :]
@@ -704,22 +705,43 @@ class MomentaryMemory:
                 trace(i, True, f"role {turns[i].role!r} is in keep_roles", need)
             else:
                 trace(i, False, f"role {turns[i].role!r} is in keep_roles, but it needs {need} tokens and {budget} are left of l_max {cfg.l_max}", 0)
+
+        def partner(i: int) -> int | None:
+            # The adjacent turn by the other role: the reply after it, else the turn it answered.
+            at = bisect.bisect_left(chrono_keys, keys[i])
+            for k in (at + 1, at - 1):
+                if 0 <= k < len(chrono) and turns[chrono[k]].role != turns[i].role:
+                    return chrono[k]
+            return None
+
         for rank, i in enumerate(chosen_rel, start=1):
             need = cost(i)
+            if i in picked:
+                continue  # already in as a partner turn
             if need <= budget:
                 picked[i] = turns[i]
                 budget -= need
                 trace(i, True, f"relevance rank {rank}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else ""), need)
             else:
                 trace(i, False, f"relevance rank {rank}: needs {need} tokens, {budget} left of l_max {cfg.l_max}", 0)
+                continue
+            j = partner(i) if cfg.partner_turns else None
+            if j is not None and j not in picked and j < n:
+                need = cost(j)
+                if need <= budget:
+                    picked[j] = turns[j]
+                    budget -= need
+                    trace(j, True, f"partner turn of relevance rank {rank}", need)
         for rank, i in enumerate(ranked[cap:], start=cap + 1):
-            trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)
+            if i not in picked:  # a partner turn may rank here and still be in
+                trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)
         order = sorted(picked, key=lambda i: keys[i])
         chosen_turns = tuple(picked[i] for i in order)
         used_total = self.token_counter.count(render(chosen_turns))
         # Token counts of joined text can differ from the sum of the parts: the budget holds on the joined text.
         while used_total > cfg.l_max:
-            droppable = [i for i in reversed(chosen_rel) if i in picked] or [i for i in reversed(pinned_idx) if i in picked]
+            # picked is in priority order (recent, kept roles, relevance with partners): drop from its end.
+            droppable = [i for i in reversed(picked) if i not in recent_idx]
             if not droppable:
                 break
             last = droppable[0]

@@ -43,7 +43,9 @@ def test_replace_validates_keeps_zero_and_rejects_unknown():
 
 
 def test_memory_config_weights_and_fusion():
-    assert MemoryConfig().weights == {"bm25": 0.3, "dense": 0.7}
+    assert MemoryConfig().weights == {"bm25": 0.8, "dense": 0.2}  # the documented default (README, BENCHMARKS.md)
+    with pytest.raises(ConfigError, match="stemming=1"):
+        MemoryConfig(stemming=1)
     with pytest.raises(ConfigError, match="fusion='sum'"):
         MemoryConfig(fusion="sum")
     with pytest.raises(ConfigError, match="sum is a finite number > 0"):

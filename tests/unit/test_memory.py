@@ -444,3 +444,35 @@ def test_kept_roles_count_against_the_budget_after_the_recent_turn():
     assert any("keep_roles, but it needs" in tr.reason for tr in tight.trace)
     with pytest.raises(InputError, match="keep_roles='system'"):
         m.reconstruct("weather", keep_roles="system")
+
+
+def test_stemming_lets_bm25_match_word_forms():
+    def build(stemming):
+        m = mem(stemming=stemming, weights={"bm25": 1.0, "dense": 0.0})
+        m.add("I went to a support group for new parents.", "user")
+        for i in range(8):
+            m.add(f"Unrelated remark {i} about the weather.", "assistant" if i % 2 else "user")
+        return m
+
+    plain = build(False).reconstruct("Who was supportive?", l_max=40)
+    stemmed = build(True).reconstruct("Who was supportive?", l_max=40)
+    assert "I went to a support group for new parents." not in [t.text for t in plain.turns]
+    assert "I went to a support group for new parents." in [t.text for t in stemmed.turns]
+
+
+def test_partner_turns_bring_the_reply_of_a_recalled_turn():
+    m = mem(partner_turns=True, weights={"bm25": 1.0, "dense": 0.0})
+    m.add("What is the name of your dog?", "user")
+    m.add("He is called Biscuit.", "assistant")
+    for i in range(8):
+        m.add(f"Unrelated remark {i} about trains.", "user" if i % 2 == 0 else "assistant")
+    ctx = m.reconstruct("name of the dog", l_max=60)
+    texts = [t.text for t in ctx.turns]
+    assert "What is the name of your dog?" in texts and "He is called Biscuit." in texts
+    reply = next(tr for tr in ctx.trace if tr.included and tr.seq == 1)
+    assert reply.reason == "partner turn of relevance rank 1"
+    without = m.reconstruct("name of the dog", l_max=60, top_k=1)
+    assert m.config.partner_turns and "He is called Biscuit." in [t.text for t in without.turns]  # a partner is not capped by top_k
+    off = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False)
+    off.add_many([{"text": t.text, "role": t.role} for t in m.turns()])
+    assert "He is called Biscuit." not in [t.text for t in off.reconstruct("name of the dog", l_max=60, top_k=1).turns]
