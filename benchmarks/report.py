@@ -277,6 +277,9 @@ def _memory_tuning_section(m: dict[str, Any]) -> list[str]:
         "Test conversations through the real `MomentaryMemory` (Chroma, MiniLM) with the chosen setting:",
         "",
         *_table([{"budget": b, "recall": r["recall"], "tokens": r["tokens"], **r["per_category"]} for b, r in m["real_chosen_test"].items()]),
+        f"The defaults before this tuning (weighted 0.3/0.7, no stems, no partner turns, pool 64), through the real memory on test at 512: "
+        f"recall {m['real_previous_default_test_512']['recall']:.4f}.",
+        "",
         f"Targets at 512 tokens on test: recall >= best baseline + 0.05 ({best_name}: {baselines[best_name]:.4f}, so >= {baselines[best_name] + 0.05:.4f}) and >= 0.70.",
         _target(real >= baselines[best_name] + 0.05, f"real MomentaryMemory {real:.4f} vs {baselines[best_name]:.4f} + 0.05"),
         _target(real >= 0.70, f"real MomentaryMemory {real:.4f} vs 0.70"),

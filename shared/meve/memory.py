@@ -717,14 +717,14 @@ class MomentaryMemory:
         for rank, i in enumerate(chosen_rel, start=1):
             need = cost(i)
             if i in picked:
-                continue  # already in as a partner turn
-            if need <= budget:
+                pass  # already in as a partner turn; its own partner may still come in below
+            elif need <= budget:
                 picked[i] = turns[i]
                 budget -= need
                 trace(i, True, f"relevance rank {rank}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else ""), need)
             else:
                 trace(i, False, f"relevance rank {rank}: needs {need} tokens, {budget} left of l_max {cfg.l_max}", 0)
-                continue
+            # The partner is tried even when the turn itself did not fit: a short reply often holds the answer.
             j = partner(i) if cfg.partner_turns else None
             if j is not None and j not in picked and j < n:
                 need = cost(j)

@@ -476,3 +476,15 @@ def test_partner_turns_bring_the_reply_of_a_recalled_turn():
     off = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False)
     off.add_many([{"text": t.text, "role": t.role} for t in m.turns()])
     assert "He is called Biscuit." not in [t.text for t in off.reconstruct("name of the dog", l_max=60, top_k=1).turns]
+
+
+def test_the_partner_of_a_turn_too_long_to_fit_is_still_tried():
+    m = mem(weights={"bm25": 1.0, "dense": 0.0})
+    m.add("Tell me, at great length, " + "and with many digressions about everything, " * 20 + "what is the name of your dog?", "user")
+    m.add("Biscuit.", "assistant")
+    for i in range(6):
+        m.add(f"Unrelated remark {i} about trains.", "user" if i % 2 == 0 else "assistant")
+    ctx = m.reconstruct("name of the dog", l_max=40)
+    assert "Biscuit." in [t.text for t in ctx.turns]
+    assert any(not tr.included and tr.reason.startswith("relevance rank 1: needs") for tr in ctx.trace)
+    assert any(tr.included and tr.reason == "partner turn of relevance rank 1" for tr in ctx.trace)
