@@ -491,6 +491,10 @@ def write() -> None:
     ms = res.get("memory_speed")
     if ms:
         lines += [f"## Chat memory speed (`{ms['command']}`)", "", ms["scaling"]["notes"], ""] + _table(ms["scaling"]["rows"])
+        big = [r for r in ms["scaling"]["rows"] if r["turns"] >= 100_000]
+        if big:
+            p50 = big[0]["reconstruct_ms_p50"]
+            lines += [_target(p50 <= 10.0, f"reconstruct overhead (everything but the model) p50 at {big[0]['turns']:,} turns: {p50} ms (target <= 10 ms)"), ""]
         lines += ["Collection layout (why one collection per session):", ""] + _table(ms["layout"]["rows"])
     if s:
         lines += [

@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from meve.errors import InputError, StoreError
+from meve.errors import ConfigError, InputError, StoreError
 from meve.records import Passage
 
 _PRIMITIVES = (str, int, float, bool)
@@ -69,6 +69,32 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
         return chromadb.PersistentClient(path=directory, settings=settings)
     except Exception as exc:
         raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
+
+
+def chroma_http_client(
+    host: str = "127.0.0.1", port: int = 8000, *, timeout_s: float = 30.0, ssl: bool = False, headers: Mapping[str, str] | None = None
+) -> Any:
+    """A ``chromadb.HttpClient`` whose requests time out after ``timeout_s`` seconds.
+
+    Chroma's own HTTP client waits forever (``httpx.Client(timeout=None)``): against a frozen
+    server an ``add`` hung for more than 75 s. With this client the call fails after
+    ``timeout_s`` and meve raises a ``StoreError`` naming the server.
+    """
+    import chromadb
+    import httpx
+    from chromadb.config import Settings
+
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= 3600:
+        raise ConfigError("timeout_s", timeout_s, "a number of seconds in (0, 3600]")
+    try:
+        client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}), settings=Settings(anonymized_telemetry=False))
+    except Exception as exc:
+        raise StoreError(f"cannot reach the Chroma server at {host}:{port}: {type(exc).__name__}: {exc}; is `chroma run` up?") from exc
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if not isinstance(session, httpx.Client):
+        raise StoreError(f"this chromadb version's HTTP client has no session meve can set a timeout on (chromadb {chromadb.__version__})")
+    session.timeout = httpx.Timeout(timeout_s)
+    return client
 
 
 def _open_system(where: Path) -> tuple[str, Any] | None:

@@ -185,3 +185,27 @@ def test_a_server_that_is_down_is_a_store_error_naming_it(minilm, chroma_server)
         mem.add("after the server stopped")
     with pytest.raises(StoreError, match=rf"Chroma server at 127.0.0.1:{port}"):
         mem.reconstruct("anything")
+
+
+def test_a_frozen_server_fails_after_the_timeout_instead_of_hanging(chroma_server):
+    import os
+    import signal
+
+    from meve import StoreError
+    from meve.store import chroma_http_client
+    from tests.fakes import FakeEmbedder
+
+    port = chroma_server.get_settings().chroma_server_http_port
+    client = chroma_http_client("127.0.0.1", port, timeout_s=2.0)
+    mem = MomentaryMemory("frozen", client=client, embedders=[FakeEmbedder()])
+    mem.add("stored before the freeze")
+    proc = _SERVERS[port]
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(StoreError, match=rf"Chroma server at 127.0.0.1:{port}"):
+            mem.add("during the freeze")
+        assert time.perf_counter() - t0 < 15
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert [t.text for t in mem.turns()] == ["stored before the freeze"]
