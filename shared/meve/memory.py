@@ -628,7 +628,7 @@ class MomentaryMemory:
             n = len(turns)
             n_recent = min(cfg.recent_turns, n)
             recent_idx = chrono[n - n_recent :]
-            pinned_idx = [i for i in chrono[: n - n_recent] if turns[i].role in keep_roles]
+            pinned_idx = [i for i in chrono[: n - n_recent] if turns[i].role in keep_roles] if keep_roles else []
             recent = set(recent_idx) | set(pinned_idx)
             past_n = n - n_recent
             cap = cfg.top_k if cfg.top_k is not None else n
