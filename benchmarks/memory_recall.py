@@ -46,18 +46,37 @@ def turns_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _recall(evidence: list[str], included: set[str]) -> float:
-    return sum(e in included for e in evidence) / len(evidence)
-
-
-def run(data: Path, conversations: int | None = None, questions: int | None = None) -> dict[str, Any]:
-    from langchain_core.messages import HumanMessage, trim_messages
+def llamaindex_vector_memory(texts: list[str], *, top_k: int, budget: int, session: str) -> Any:
+    """LlamaIndex ``Memory`` + ``VectorMemoryBlock`` (Chroma, meve's cached MiniLM) holding ``texts``
+    as user messages, with ``budget`` as its token limit: the LlamaIndex baseline of both benchmarks."""
     from llama_index.core.llms import ChatMessage, MessageRole
     from llama_index.core.memory import Memory
     from llama_index.core.memory.memory_blocks import VectorMemoryBlock
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
     from llamaindex_meve import MeVeEmbedding
+
+    counter = get_token_counter()
+    store = ChromaVectorStore(chroma_collection=chroma_client().create_collection(f"li{time.time_ns()}"))
+    block = VectorMemoryBlock(vector_store=store, embed_model=MeVeEmbedding(embedder()), similarity_top_k=top_k)
+    li = Memory.from_defaults(
+        session_id=session,
+        token_limit=budget,
+        chat_history_token_ratio=0.5,
+        token_flush_size=max(32, budget // 4),
+        memory_blocks=[block],
+        tokenizer_fn=counter.encode,  # type: ignore[attr-defined]
+    )
+    asyncio.run(li.aput_messages([ChatMessage(role=MessageRole.USER, content=t) for t in texts]))
+    return li
+
+
+def _recall(evidence: list[str], included: set[str]) -> float:
+    return sum(e in included for e in evidence) / len(evidence)
+
+
+def run(data: Path, conversations: int | None = None, questions: int | None = None) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage, trim_messages
 
     emb = embedder()
     counter = get_token_counter()
@@ -81,20 +100,9 @@ def run(data: Path, conversations: int | None = None, questions: int | None = No
         emb.save()
         lengths = [counter.count(t["text"]) for t in turns]
         lc_messages = [HumanMessage(content=t["text"], id=t["id"]) for t in turns]
-        li_memories = {}
-        for b in BUDGETS:
-            store = ChromaVectorStore(chroma_collection=chroma_client().create_collection(f"li{time.time_ns()}"))
-            block = VectorMemoryBlock(vector_store=store, embed_model=MeVeEmbedding(emb), similarity_top_k=max(2, b // 128))
-            li = Memory.from_defaults(
-                session_id=f"li-{sample['sample_id']}-{b}",
-                token_limit=b,
-                chat_history_token_ratio=0.5,
-                token_flush_size=max(32, b // 4),
-                memory_blocks=[block],
-                tokenizer_fn=lambda s: counter.encode(s) if hasattr(counter, "encode") else s.split(),
-            )  # type: ignore[attr-defined]
-            asyncio.run(li.aput_messages([ChatMessage(role=MessageRole.USER, content=t["text"]) for t in turns]))
-            li_memories[b] = li
+        li_memories = {
+            b: llamaindex_vector_memory([t["text"] for t in turns], top_k=max(2, b // 128), budget=b, session=f"li-{sample['sample_id']}-{b}") for b in BUDGETS
+        }
         emb.save()
         asked = [q for q in sample["qa"] if q.get("evidence")][:questions]
         for q in asked:

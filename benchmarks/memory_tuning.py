@@ -23,7 +23,6 @@ MiniLM), the library default, and every baseline at its dev-best setting, at 256
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import json
 import time
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import RESULTS, data_dir, embedder, machine
-from benchmarks.memory_recall import CATEGORIES, load, turns_of
+from benchmarks.memory_recall import CATEGORIES, llamaindex_vector_memory, load, turns_of
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
 from meve.fusion import rrf, weighted_sum
 from meve.lexical import IncrementalBM25, bm25_tokenize, stemmed_tokenize
@@ -210,28 +209,10 @@ def grid() -> list[Setting]:
 
 
 def _llamaindex_recall(convs: list[Conversation], top_k: int, budget: int) -> tuple[float, float]:
-    from llama_index.core.llms import ChatMessage, MessageRole
-    from llama_index.core.memory import Memory
-    from llama_index.core.memory.memory_blocks import VectorMemoryBlock
-    from llama_index.vector_stores.chroma import ChromaVectorStore
-
-    from llamaindex_meve import MeVeEmbedding
-
     counter = get_token_counter()
-    emb = embedder()
     vals, toks = [], []
     for conv in convs:
-        store = ChromaVectorStore(chroma_collection=chroma_client().create_collection(f"li{time.time_ns()}"))
-        block = VectorMemoryBlock(vector_store=store, embed_model=MeVeEmbedding(emb), similarity_top_k=top_k)
-        li = Memory.from_defaults(
-            session_id=f"li-{conv.index}-{top_k}-{budget}",
-            token_limit=budget,
-            chat_history_token_ratio=0.5,
-            token_flush_size=max(32, budget // 4),
-            memory_blocks=[block],
-            tokenizer_fn=counter.encode,  # type: ignore[attr-defined]
-        )
-        asyncio.run(li.aput_messages([ChatMessage(role=MessageRole.USER, content=t) for t in conv.texts]))
+        li = llamaindex_vector_memory(conv.texts, top_k=top_k, budget=budget, session=f"li-{conv.index}-{top_k}-{budget}")
         by_text = dict(zip(conv.texts, conv.ids, strict=True))
         for q in conv.questions:
             ev = q["_evidence"]

@@ -6,7 +6,7 @@ import asyncio
 
 from langchain_core.embeddings import Embeddings
 
-from meve.models import Embedder, default_embedder
+from meve.models import Embedder, LazyModels
 
 
 class MeVeEmbeddings(Embeddings):
@@ -16,13 +16,11 @@ class MeVeEmbeddings(Embeddings):
     """
 
     def __init__(self, embedder: Embedder | None = None) -> None:
-        self._embedder = embedder
+        self._models = LazyModels(embedder)
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = default_embedder()
-        return self._embedder
+        return self._models.embedder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [[float(x) for x in row] for row in self.embedder.encode(list(texts))]

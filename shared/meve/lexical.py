@@ -107,17 +107,21 @@ def bm25_tokenize(text: str) -> list[str]:
 
 _stems: dict[str, str] = {}
 _stem_lock = threading.Lock()
+_stemmer = threading.local()
 
 
 def stemmed_tokenize(text: str) -> list[str]:
     """:func:`bm25_tokenize`, then English Snowball stems (PyStemmer, C): "went"/"going" stay apart,
     "supportive"/"support" meet. Chosen for chat memory on LoCoMo dev conversations (BENCHMARKS.md)."""
-    import Stemmer
-
     words = bm25_tokenize(text)
     todo = [w for w in dict.fromkeys(words) if w not in _stems]
     if todo:
-        stemmed = Stemmer.Stemmer("english").stemWords(todo)
+        stemmer = getattr(_stemmer, "english", None)
+        if stemmer is None:  # one per thread: a PyStemmer object is not thread-safe
+            import Stemmer
+
+            stemmer = _stemmer.english = Stemmer.Stemmer("english")
+        stemmed = stemmer.stemWords(todo)
         with _stem_lock:
             _stems.update(zip(todo, stemmed, strict=True))
             if len(_stems) > 500_000:  # a bound for adversarial vocabularies; refilled on demand

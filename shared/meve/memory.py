@@ -44,7 +44,7 @@ from meve.fusion import rrf, weighted_sum
 from meve.lexical import IncrementalBM25, stemmed_tokenize
 from meve.models import Embedder, default_embedder, embedder_dimension
 from meve.records import check_query
-from meve.store import check_metadata, check_text, chroma_client
+from meve.store import check_metadata, check_text, chroma_call, chroma_client
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
 log = logging.getLogger("meve")
@@ -196,6 +196,11 @@ def _new_order_key(ts: datetime) -> str:
     return f"{ns:020d}-{_PROCESS}-{next(_counter):012d}"
 
 
+def _time_order(row: tuple[Turn, str]) -> tuple[float, str]:
+    """Sort key of a (turn, order key) row: the same key ``_keys`` holds."""
+    return row[0].timestamp.timestamp(), row[1]
+
+
 def _legacy_key(turn: Turn) -> str:
     # Turns stored before order keys existed: their per-process seq was the order.
     return f"{int(turn.timestamp.timestamp() * 1_000_000_000):020d}-legacy-{turn.seq:012d}"
@@ -283,8 +288,7 @@ class MomentaryMemory:
         self._index: dict[str, int] = {}
         self._tokens: list[int] = []
         self._keys: list[tuple[float, str]] = []
-        self._chrono: list[int] = []
-        self._chrono_keys: list[tuple[float, str]] = []
+        self._chrono: list[int] = []  # positions sorted by self._keys
         self._bm25 = IncrementalBM25(tokenize=stemmed_tokenize if self.config.stemming else None)
         self._latest: datetime | None = None
 
@@ -301,9 +305,7 @@ class MomentaryMemory:
             self._index[turn.id] = pos
             self._tokens.append(used)
             self._keys.append(key)
-            at = bisect.bisect(self._chrono_keys, key)
-            self._chrono_keys.insert(at, key)
-            self._chrono.insert(at, pos)
+            self._chrono.insert(bisect.bisect(self._chrono, key, key=self._keys.__getitem__), pos)
             if self._latest is None or turn.timestamp > self._latest:
                 self._latest = turn.timestamp
         self._bm25.add(texts)
@@ -331,7 +333,7 @@ class MomentaryMemory:
         primary = self._collections[0]
         rows = self._rows(primary, include=("documents", "metadatas"))
         loaded = [self._turn(pid, doc, meta) for pid, doc, meta in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)]
-        loaded.sort(key=lambda tk: (tk[0].timestamp.timestamp(), tk[1]))
+        loaded.sort(key=_time_order)
         with self._lock:
             self._reset_state()
             self._append(loaded)
@@ -379,20 +381,19 @@ class MomentaryMemory:
                 missing = [pid for pid in every if pid not in self._index and pid not in seen]
             extra = self._rows(primary, ids=missing, include=("documents", "metadatas"))
             new += list(zip(extra["ids"], extra["documents"], extra["metadatas"], strict=True))
-        fresh = sorted((self._turn(pid, doc, meta) for pid, doc, meta in new), key=lambda tk: (tk[0].timestamp.timestamp(), tk[1]))
+        fresh = sorted((self._turn(pid, doc, meta) for pid, doc, meta in new), key=_time_order)
         with self._lock:
             fresh = [tk for tk in fresh if tk[0].id not in self._index]
             self._append(fresh)
         return len(fresh)
 
     def _call(self, what: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """A Chroma call whose failure (server down, rejected write) becomes a StoreError naming the store."""
-        try:
-            return fn(*args, **kwargs)
-        except (InputError, StoreError):
-            raise
-        except Exception as exc:
-            raise StoreError(f"Chroma could not {what} for session {self.session_id!r} at {self._where}: {type(exc).__name__}: {exc}") from exc
+        return chroma_call(f"{what} for session {self.session_id!r} at {self._where}", fn, *args, **kwargs)
+
+    def _stored(self, turn_id: str) -> Turn | None:
+        with self._lock:
+            pos = self._index.get(turn_id)
+            return self._turns[pos] if pos is not None else None
 
     def _turn(self, pid: str, doc: str | None, meta: Mapping[str, Any] | None) -> tuple[Turn, str]:
         meta = dict(meta or {})
@@ -482,8 +483,6 @@ class MomentaryMemory:
             with self._lock:
                 last = self._latest
                 seq = len(self._turns)
-                index = dict(self._index)
-                stored = list(self._turns)
             result: list[Turn] = []
             fresh: list[Turn] = []
             ids_in_batch: dict[str, Turn] = {}
@@ -495,8 +494,8 @@ class MomentaryMemory:
                 if unknown:
                     raise InputError(f"items[{i}] has unknown keys {sorted(unknown)}; allowed: text, role, turn_id, timestamp, metadata")
                 tid = spec.get("turn_id")
-                if tid is not None and (tid in index or tid in ids_in_batch):
-                    existing = stored[index[tid]] if tid in index else ids_in_batch[tid]
+                existing = (ids_in_batch.get(tid) or self._stored(tid)) if isinstance(tid, str) else None
+                if existing is not None:
                     given = (spec.get("text"), spec.get("role", "user"))
                     if given != (existing.text, existing.role):
                         raise InputError(
@@ -544,9 +543,7 @@ class MomentaryMemory:
         """Delete one stored turn from every collection; returns it. An unknown id raises InputError."""
         with self._write_lock:
             self._catch_up()
-            with self._lock:
-                pos = self._index.get(turn_id)
-                turn = self._turns[pos] if pos is not None else None
+            turn = self._stored(turn_id)
             if turn is None:
                 raise InputError(f"turn_id={turn_id!r} is not stored in session {self.session_id!r}")
             for col in self._collections:
@@ -624,7 +621,6 @@ class MomentaryMemory:
             keys = self._keys
             index = self._index
             chrono = list(self._chrono)
-            chrono_keys = list(self._chrono_keys) if cfg.partner_turns else []
             n = len(turns)
             n_recent = min(cfg.recent_turns, n)
             recent_idx = chrono[n - n_recent :]
@@ -708,7 +704,7 @@ class MomentaryMemory:
 
         def partner(i: int) -> int | None:
             # The adjacent turn by the other role: the reply after it, else the turn it answered.
-            at = bisect.bisect_left(chrono_keys, keys[i])
+            at = bisect.bisect_left(chrono, keys[i], key=keys.__getitem__)
             for k in (at + 1, at - 1):
                 if 0 <= k < len(chrono) and turns[chrono[k]].role != turns[i].role:
                     return chrono[k]

@@ -350,30 +350,27 @@ class Hierarchy:
         self.counter = counter
         self.index = DocumentIndex(documents, embedder, counter=counter, summary_tokens=summary_tokens)
         self.windows: list[tuple[Document, int, int]] = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, passage_tokens, counter, stride=2)]
-        self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [f"{d.title}: {d.text[a:b]}" for d, a, b in self.windows], "bm25s")
+        self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [_window_text(d, a, b) for d, a, b in self.windows], "bm25s")
         self._by_id = {f"{d.id}@{a}-{b}": (d, a, b) for d, a, b in self.windows}
         self._lock = threading.Lock()
         self._windows: dict[tuple[int, str], tuple[list[tuple[int, int]], np.ndarray]] = {}
         spans = {d.id: sentence_windows(d.text, passage_tokens, counter) for d in documents}
-        total = sum(len(v) for v in spans.values())
-        bar = tqdm(total=total, desc="meve: embedding windows", unit="window", disable=not show_progress)
+        flat = [(d, a, b) for d in documents for a, b in spans[d.id]]
+        blocks: list[np.ndarray] = []
+        bar = tqdm(total=len(flat), desc="meve: embedding windows", unit="window", disable=not show_progress)
         try:
-            # Batches of whole documents, so the bar moves and each document's block stays contiguous.
-            batch: list[Document] = []
-            for doc in documents:
-                batch.append(doc)
-                if sum(len(spans[d.id]) for d in batch) >= 256 or doc is documents[-1]:
-                    texts = [f"{d.title}: {d.text[a:b]}" for d in batch for a, b in spans[d.id]]
-                    vecs = np.asarray(embedder.encode(texts), dtype=np.float32) if texts else np.zeros((0, 0), dtype=np.float32)
-                    at = 0
-                    for d in batch:
-                        n = len(spans[d.id])
-                        self._windows[(passage_tokens, d.id)] = (spans[d.id], vecs[at : at + n])
-                        at += n
-                    bar.update(len(texts))
-                    batch = []
+            for start in range(0, len(flat), 256):  # batches, so the bar moves
+                batch = flat[start : start + 256]
+                blocks.append(np.asarray(embedder.encode([_window_text(*w) for w in batch]), dtype=np.float32))
+                bar.update(len(batch))
         finally:
             bar.close()
+        vecs = np.concatenate(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
+        at = 0
+        for d in documents:
+            n = len(spans[d.id])
+            self._windows[(passage_tokens, d.id)] = (spans[d.id], vecs[at : at + n])
+            at += n
 
     def windows_of(self, doc: Document, passage_tokens: int) -> tuple[list[tuple[int, int]], np.ndarray]:
         """A document's windows and embeddings; a per-call ``passage_tokens`` other than the built
@@ -384,7 +381,7 @@ class Hierarchy:
         if hit is not None:
             return hit
         spans = sentence_windows(doc.text, passage_tokens, self.counter)
-        vecs = np.asarray(self.embedder.encode([f"{doc.title}: {doc.text[a:b]}" for a, b in spans]), dtype=np.float32)
+        vecs = np.asarray(self.embedder.encode([_window_text(doc, a, b) for a, b in spans]), dtype=np.float32)
         with self._lock:
             self._windows[key] = (spans, vecs)
         return spans, vecs
@@ -394,7 +391,7 @@ class Hierarchy:
         if not hits:
             return []
         rows = [self._by_id[pid] for pid, _ in hits]
-        vecs = self.embedder.encode([f"{d.title}: {d.text[a:b]}" for d, a, b in rows])
+        vecs = self.embedder.encode([_window_text(d, a, b) for d, a, b in rows])
         return [
             Passage(
                 id=pid,
@@ -406,6 +403,11 @@ class Hierarchy:
             )
             for j, ((pid, s), (d, a, b)) in enumerate(zip(hits, rows, strict=True))
         ]
+
+
+def _window_text(doc: Document, start: int, end: int) -> str:
+    """What is embedded and BM25-indexed for a window: the title gives the passage its subject."""
+    return f"{doc.title}: {doc.text[start:end]}"
 
 
 def _ms(t0: float) -> float:

@@ -114,6 +114,17 @@ def _open_system(where: Path) -> tuple[str, Any] | None:
     return None
 
 
+def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, a Chroma call; any failure but meve's own (server down, corrupt
+    directory, rejected write) becomes a StoreError saying what was being done, with the cause kept."""
+    try:
+        return fn(*args, **kwargs)
+    except (InputError, StoreError):
+        raise
+    except Exception as exc:
+        raise StoreError(f"Chroma could not {what}: {type(exc).__name__}: {exc}") from exc
+
+
 def unique_collection_name(prefix: str = "meve") -> str:
     # In-memory Chroma clients share one store per process, so default names must not collide.
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
@@ -166,24 +177,20 @@ class ChromaStore:
                 "use the embedder the collection was built with, or another collection"
             )
 
-    def _call(self, fn: Any, what: str) -> Any:
-        """A Chroma call whose failure (server down, corrupt directory) becomes a StoreError naming the collection."""
-        try:
-            return fn()
-        except Exception as exc:
-            raise StoreError(f"Chroma could not {what} in collection {self.collection.name!r}: {type(exc).__name__}: {exc}") from exc
+    def _call(self, what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return chroma_call(f"{what} in collection {self.collection.name!r}", fn, *args, **kwargs)
 
     def stored_dimension(self) -> int | None:
-        if self._call(self.collection.count, "count passages") == 0:
+        if self._call("count passages", self.collection.count) == 0:
             return None
-        peek = self._call(lambda: self.collection.peek(limit=1), "read a passage")
+        peek = self._call("read a passage", self.collection.peek, limit=1)
         embs = peek.get("embeddings")
         if embs is None or len(embs) == 0:
             return None
         return len(embs[0])
 
     def count(self) -> int:
-        return int(self._call(self.collection.count, "count passages"))
+        return int(self._call("count passages", self.collection.count))
 
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: np.ndarray) -> None:
         if self.dimension is not None and embeddings.shape[1] != self.dimension:
@@ -191,12 +198,7 @@ class ChromaStore:
         kwargs: dict[str, Any] = {"ids": list(ids), "documents": list(texts), "embeddings": np.asarray(embeddings, dtype=np.float32)}
         if any(m is not None for m in metadatas):
             kwargs["metadatas"] = [m if m else None for m in metadatas]
-        try:
-            self.collection.add(**kwargs)
-        except Exception as exc:
-            raise StoreError(
-                f"Chroma rejected {len(kwargs['ids'])} passage(s) for collection {self.collection.name!r} (first id {kwargs['ids'][0]!r}): {exc}"
-            ) from exc
+        self._call(f"store {len(kwargs['ids'])} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
 
     def _passages(self, ids: list[str], docs: list[Any], metas: list[Any], embs: Any, query: np.ndarray | None) -> list[Passage]:
         out: list[Passage] = []
@@ -212,10 +214,11 @@ class ChromaStore:
     def query(self, vector: np.ndarray, k: int) -> list[Passage]:
         # Chroma returns what it has when k exceeds the collection (tested), so no count() round trip per query.
         res = self._call(
-            lambda: self.collection.query(
-                query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=k, include=["documents", "metadatas", "embeddings"]
-            ),
             "search passages",
+            self.collection.query,
+            query_embeddings=[np.asarray(vector, dtype=np.float32)],
+            n_results=k,
+            include=["documents", "metadatas", "embeddings"],
         )
         if not res["ids"] or not res["ids"][0]:
             return []
@@ -225,7 +228,7 @@ class ChromaStore:
     def get(self, ids: Sequence[str]) -> list[Passage]:
         if not ids:
             return []
-        res = self._call(lambda: self.collection.get(ids=list(ids), include=["documents", "metadatas", "embeddings"]), "read passages")
+        res = self._call("read passages", self.collection.get, ids=list(ids), include=["documents", "metadatas", "embeddings"])
         by_id = {p.id: p for p in self._passages(res["ids"], res["documents"], res["metadatas"], res["embeddings"], None)}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -234,7 +237,7 @@ class ChromaStore:
         texts: list[str] = []
         offset = 0
         while True:
-            res = self._call(lambda o=offset: self.collection.get(include=["documents"], limit=page, offset=o), "read passages")
+            res = self._call("read passages", self.collection.get, include=["documents"], limit=page, offset=offset)
             if not res["ids"]:
                 break
             ids.extend(res["ids"])
