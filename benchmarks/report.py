@@ -471,7 +471,7 @@ def write() -> None:
         if res.get("memory_tuning") and res["memory_tuning"]["date"] > m["date"]:
             lines += [
                 f"Measured on {m['date'][:10]} with the memory defaults of that time, on every conversation (no dev/test split); superseded by",
-                "\"Chat memory: LoCoMo recall, tuned on conversations 0-4, reported on 5-9\" below until this section is rerun.",
+                '"Chat memory: LoCoMo recall, tuned on conversations 0-4, reported on 5-9" below until this section is rerun.',
                 "",
             ]
         rows = [{"system": k, **{f"l_max {b}": f"{v['recall']:.3f} ({v['tokens']:.0f})" for b, v in d.items()}} for k, d in m["table"].items()]

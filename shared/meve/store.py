@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import uuid
@@ -15,6 +16,7 @@ from meve.errors import ConfigError, InputError, StoreError
 from meve.records import Passage
 
 _PRIMITIVES = (str, int, float, bool)
+log = logging.getLogger("meve")
 
 
 @runtime_checkable
@@ -97,6 +99,26 @@ def chroma_http_client(
     return client
 
 
+_WARNED_UNTIMED: set[int] = set()
+
+
+def warn_if_untimed(client: Any) -> None:
+    """Log once per client when it is an HTTP client whose requests never time out.
+
+    A user's own ``chromadb.HttpClient`` is not changed behind their back; they are told how to
+    get one that fails instead of hanging (``chroma_http_client``).
+    """
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    timeout = getattr(session, "timeout", None)
+    if timeout is None or getattr(timeout, "read", 0) is not None or id(session) in _WARNED_UNTIMED:
+        return
+    _WARNED_UNTIMED.add(id(session))
+    log.warning(
+        "meve: this Chroma HTTP client has no request timeout, so a frozen server makes every call wait forever; "
+        "meve.store.chroma_http_client(host, port, timeout_s=30) gives one whose calls fail with a StoreError instead"
+    )
+
+
 def _open_system(where: Path) -> tuple[str, Any] | None:
     """(path as spelled, settings) of a Chroma instance this process already runs on ``where``, if any.
 
@@ -170,6 +192,7 @@ class ChromaStore:
     def __init__(self, collection: Any, *, dimension: int | None = None) -> None:
         self.collection = collection
         self.dimension = dimension
+        warn_if_untimed(getattr(collection, "_client", None))
         stored = self.stored_dimension()
         if dimension is not None and stored is not None and stored != dimension:
             raise StoreError(

@@ -18,9 +18,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def demo(minilm):
     corpus = demo_corpus()["passages"]
-    return MeVe.from_texts(
-        [p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, config=MeVeConfig(k_init=8, t_max=120)
-    )
+    return MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, config=MeVeConfig(k_init=8, t_max=120))
 
 
 def test_meve_on_real_minilm_removes_duplicates_and_respects_the_budget(demo):

@@ -209,3 +209,19 @@ def test_a_frozen_server_fails_after_the_timeout_instead_of_hanging(chroma_serve
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     assert [t.text for t in mem.turns()] == ["stored before the freeze"]
+
+
+def test_a_users_own_http_client_without_a_timeout_is_named_once_in_the_log(chroma_server, caplog):
+    from meve import MeVe
+    from meve.store import chroma_http_client
+    from tests.fakes import FakeEmbedder
+
+    with caplog.at_level("WARNING", logger="meve"):
+        MomentaryMemory("plain-client", client=chroma_server, embedders=[FakeEmbedder()])
+        MeVe.from_texts(["a passage"], client=chroma_server, embedder=FakeEmbedder(), scorer="cosine")
+    assert sum("no request timeout" in r.getMessage() for r in caplog.records) == 1
+    caplog.clear()
+    timed = chroma_http_client("127.0.0.1", chroma_server.get_settings().chroma_server_http_port, timeout_s=5)
+    with caplog.at_level("WARNING", logger="meve"):
+        MomentaryMemory("timed-client", client=timed, embedders=[FakeEmbedder()])
+    assert not any("no request timeout" in r.getMessage() for r in caplog.records)

@@ -130,7 +130,8 @@ def test_several_embedders_each_get_a_collection_and_a_weight():
     m.add_many([t for _, t in CHAT])
     ctx = m.reconstruct("dog beagle")
     assert {k for tr in ctx.trace for k in tr.dense} == {"a", "b"}
-    assert len({n for n in (c.name for c in client.list_collections()) if n.startswith(m._collections[0].name.rsplit("-", 1)[0])}) == 2
+    stem = m._collections[0].name.rsplit("-", 1)[0]
+    assert {n for n in (c.name for c in client.list_collections()) if n.startswith(stem)} == {f"{stem}-a", f"{stem}-b", f"{stem}.heads"}
 
 
 @pytest.mark.parametrize(
@@ -488,3 +489,40 @@ def test_the_partner_of_a_turn_too_long_to_fit_is_still_tried():
     assert "Biscuit." in [t.text for t in ctx.turns]
     assert any(not tr.included and tr.reason.startswith("relevance rank 1: needs") for tr in ctx.trace)
     assert any(tr.included and tr.reason == "partner turn of relevance rank 1" for tr in ctx.trace)
+
+
+def test_a_read_with_nothing_new_reads_the_heads_rows_and_counts_no_turns(monkeypatch):
+    client = chroma_client()
+    prefix = f"t{time.time_ns()}"
+    a = MomentaryMemory("heads", client=client, embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=prefix)
+    b = MomentaryMemory("heads", client=client, embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=prefix)
+    a.add("alpha writes about zebras", "user")
+    b.add("beta writes about walruses", "user")
+    counts = []
+    real_count = a._collections[0].count
+    monkeypatch.setattr(a._collections[0], "count", lambda: counts.append(1) or real_count())
+    a.reconstruct("walruses")  # b's write changed b's heads row: a reconciles once
+    assert len(counts) == 1
+    a.reconstruct("zebras")
+    a.add("alpha again about kiwis", "user")  # a's own write does not make a recount
+    a.reconstruct("kiwis")
+    assert len(counts) == 1
+    b.add("beta again about otters", "user")
+    assert "beta again about otters" in [t.text for t in a.reconstruct("otters", l_max=500).turns]
+    assert len(counts) == 2
+
+
+def test_another_handles_delete_and_add_that_keep_the_count_are_both_seen():
+    # A delete then an add leave count() unchanged: only the epoch row tells the reader to reload.
+    client = chroma_client()
+    prefix = f"t{time.time_ns()}"
+    clock = Clock()
+    a = MomentaryMemory("epoch", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
+    b = MomentaryMemory("epoch", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
+    gone = a.add("a turn about zebras that is deleted", "user")
+    a.add("a turn about walruses that stays", "user")
+    assert len(b) == 2
+    a.delete(gone.id)
+    a.add("a new turn about kiwis", "user")
+    assert [t.text for t in b.turns()] == ["a turn about walruses that stays", "a new turn about kiwis"]
+    assert "zebras" not in b.reconstruct("zebras", l_max=500).text
