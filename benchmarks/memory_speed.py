@@ -3,6 +3,7 @@ model time) and the Chroma collection-layout choice (shared collection + where f
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -164,3 +165,38 @@ def collection_layout(total, share=0.01, reps=30):
     }
     print(row, flush=True)
     return {"name": "collection_layout", "rows": [row]}
+
+
+def _rss_mib():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def query_rss(n_queries=5000, n_turns=200, checkpoints=(1000, 2500, 5000)):
+    """Resident memory over many distinct queries to one memory with the real default embedder,
+    whose process-wide cache of query vectors is bounded by bytes (128 MiB by default)."""
+    from meve import MemoryConfig, MomentaryMemory, default_embedder
+    from meve.store import chroma_client
+
+    rng = np.random.default_rng(2)
+    embedder = default_embedder()
+    mem = MomentaryMemory("rss", client=chroma_client(), embedders=[embedder], config=MemoryConfig(l_max=512), collection_prefix=f"rss{time.time_ns()}")
+    mem.add_many([_turn(rng, i) for i in range(n_turns)])
+    mem.reconstruct("warm up the query path")
+    rows = [{"queries": 0, "rss_mib": round(_rss_mib(), 1), "cache_entries": len(embedder), "cache_mib": round(embedder.bytes / 2**20, 2)}]
+    t0 = time.perf_counter()
+    for i in range(1, n_queries + 1):
+        mem.reconstruct(f"question {i}: " + " ".join(rng.choice(WORDS, size=5)))
+        if i in checkpoints:
+            rows.append({"queries": i, "rss_mib": round(_rss_mib(), 1), "cache_entries": len(embedder), "cache_mib": round(embedder.bytes / 2**20, 2)})
+            print(rows[-1], flush=True)
+    return {
+        "name": "memory_query_rss",
+        "rows": rows,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "max_bytes_mib": embedder.max_bytes / 2**20,
+        "notes": (
+            f"{n_queries} distinct queries (the real MiniLM behind meve's default byte-bounded cache) to a {n_turns}-turn memory; "
+            "RSS read from /proc/self/statm."
+        ),
+    }

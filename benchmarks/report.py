@@ -496,6 +496,14 @@ def write() -> None:
             p50 = big[0]["reconstruct_ms_p50"]
             lines += [_target(p50 <= 10.0, f"reconstruct overhead (everything but the model) p50 at {big[0]['turns']:,} turns: {p50} ms (target <= 10 ms)"), ""]
         lines += ["Collection layout (why one collection per session):", ""] + _table(ms["layout"]["rows"])
+        if ms.get("rss"):
+            rss = ms["rss"]
+            rows = rss["rows"]
+            lines += ["Resident memory over distinct queries: " + rss["notes"], ""] + _table(rows)
+            lines += [
+                f"RSS grew {rows[-1]['rss_mib'] - rows[0]['rss_mib']:.1f} MiB over {rows[-1]['queries']:,} queries; the cache holds at most {rss['max_bytes_mib']:.0f} MiB.",
+                "",
+            ]
     if s:
         lines += [
             f"## Speed, one process, same models (`{s['command']}`)",

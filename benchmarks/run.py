@@ -94,6 +94,7 @@ def main() -> None:
             {
                 "scaling": memory_speed.memory_scaling([1_000, 10_000, 100_000] if full else [1_000, 10_000]),
                 "layout": memory_speed.collection_layout(100_000 if full else 20_000),
+                "rss": memory_speed.query_rss(5_000 if full else 1_000, checkpoints=(1_000, 2_500, 5_000) if full else (500, 1_000)),
             },
         )
     if "speed" in only or "race" in only:

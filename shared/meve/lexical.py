@@ -253,7 +253,9 @@ class IncrementalBM25:
     def __init__(self, texts: Sequence[str] = (), *, k1: float = 1.5, b: float = 0.75, tokenize: Callable[[str], list[str]] | None = None) -> None:
         self.k1, self.b = k1, b
         self.tokenize = tokenize if tokenize is not None else bm25_tokenize
-        self._postings: dict[str, tuple[_Growable, _Growable]] = {}
+        # Per term: documents, term frequencies and the documents' lengths (kept beside the postings so a
+        # query reads three contiguous arrays instead of gathering lengths by document).
+        self._postings: dict[str, tuple[_Growable, _Growable, _Growable]] = {}
         self._lengths = _Growable(np.float64)
         self._total = 0
         self.add(texts)
@@ -270,25 +272,27 @@ class IncrementalBM25:
             for tok, tf in counts.items():
                 posting = self._postings.get(tok)
                 if posting is None:
-                    posting = self._postings[tok] = (_Growable(np.int64), _Growable(np.float64))
+                    posting = self._postings[tok] = (_Growable(np.int64), _Growable(np.float64), _Growable(np.float64))
                 posting[0].append(doc)
                 posting[1].append(tf)
+                posting[2].append(len(tokens))
 
     def get_scores(self, query: str) -> np.ndarray:
         n = self._lengths.size
         scores = np.zeros(n, dtype=np.float64)
         if n == 0:
             return scores
-        lengths = self._lengths.view()
         avgdl = self._total / n if self._total else 1.0
         for term in dict.fromkeys(self.tokenize(query)):
             posting = self._postings.get(term)
             if posting is None:
                 continue
-            docs, tfs = posting[0].view(), posting[1].view()
+            docs, tfs, dls = posting[0].view(), posting[1].view(), posting[2].view()
             idf = math.log(1.0 + (n - docs.size + 0.5) / (docs.size + 0.5))
-            norm = self.k1 * (1.0 - self.b + self.b * lengths[docs] / avgdl)
-            scores[docs] += idf * tfs / (tfs + norm)
+            norm = dls * (self.k1 * self.b / avgdl)
+            norm += self.k1 * (1.0 - self.b)
+            norm += tfs
+            scores[docs] += idf * tfs / norm
         return scores
 
     def __len__(self) -> int:

@@ -691,7 +691,7 @@ class MomentaryMemory:
             tokens = self._tokens
             keys = self._keys
             index = self._index
-            chrono = list(self._chrono)
+            chrono = self._chrono  # read under the lock only: inserts from other writers' turns may land anywhere
             n = len(turns)
             n_recent = min(cfg.recent_turns, n)
             recent_idx = chrono[n - n_recent :]
@@ -773,24 +773,25 @@ class MomentaryMemory:
                     return chrono[k]
             return None
 
-        for rank, i in enumerate(chosen_rel, start=1):
-            need = cost(i)
-            if i in picked:
-                pass  # already in as a partner turn; its own partner may still come in below
-            elif need <= budget:
-                picked[i] = turns[i]
-                budget -= need
-                trace(i, True, f"relevance rank {rank}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else ""), need)
-            else:
-                trace(i, False, f"relevance rank {rank}: needs {need} tokens, {budget} left of l_max {cfg.l_max}", 0)
-            # The partner is tried even when the turn itself did not fit: a short reply often holds the answer.
-            j = partner(i) if cfg.partner_turns and budget >= smallest + sep else None
-            if j is not None and j not in picked and j < n:
-                need = cost(j)
-                if need <= budget:
-                    picked[j] = turns[j]
+        with self._lock:  # partner lookups read the live chronological list; nothing slow happens here
+            for rank, i in enumerate(chosen_rel, start=1):
+                need = cost(i)
+                if i in picked:
+                    pass  # already in as a partner turn; its own partner may still come in below
+                elif need <= budget:
+                    picked[i] = turns[i]
                     budget -= need
-                    trace(j, True, f"partner turn of relevance rank {rank}", need)
+                    trace(i, True, f"relevance rank {rank}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else ""), need)
+                else:
+                    trace(i, False, f"relevance rank {rank}: needs {need} tokens, {budget} left of l_max {cfg.l_max}", 0)
+                # The partner is tried even when the turn itself did not fit: a short reply often holds the answer.
+                j = partner(i) if cfg.partner_turns and budget >= smallest + sep else None
+                if j is not None and j not in picked and j < n:
+                    need = cost(j)
+                    if need <= budget:
+                        picked[j] = turns[j]
+                        budget -= need
+                        trace(j, True, f"partner turn of relevance rank {rank}", need)
         for rank, i in enumerate(ranked[cap:], start=cap + 1):
             if i not in picked:  # a partner turn may rank here and still be in
                 trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)
