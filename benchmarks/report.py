@@ -56,17 +56,18 @@ def _plots(res: dict[str, Any]) -> list[str]:
         fig.tight_layout()
         fig.savefig(RESULTS / "pareto_hotpotqa.png", dpi=120)
         made.append("pareto_hotpotqa.png")
-    m = res.get("memory_locomo")
-    if m:
+    mt = res.get("memory_tuning")
+    if mt:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for name, row in m["table"].items():
-            budgets = sorted(row, key=int)
-            ax.plot([int(b) for b in budgets], [row[b]["recall"] for b in budgets], "o-", label=name)
+        budgets = sorted(mt["test"], key=int)
+        systems = [k for k in mt["test"][budgets[0]] if k != "llamaindex_tokens" and "answerable" not in k]
+        for name in systems:
+            ax.plot([int(b) for b in budgets], [mt["test"][b][name] for b in budgets], "o-", label=name[:48])
         ax.set_xscale("log", base=2)
         ax.set_xlabel("budget l_max (tokens)")
-        ax.set_ylabel("evidence-turn recall")
-        ax.set_title("LoCoMo: recall vs budget")
-        ax.legend(fontsize=7)
+        ax.set_ylabel("evidence-turn recall (test conversations)")
+        ax.set_title("LoCoMo test: recall vs budget")
+        ax.legend(fontsize=6)
         fig.tight_layout()
         fig.savefig(RESULTS / "locomo_recall.png", dpi=120)
         made.append("locomo_recall.png")
@@ -253,9 +254,25 @@ def _unanswerable_section(u: dict[str, Any]) -> list[str]:
     ]
 
 
+def _dates_lines(m: dict[str, Any]) -> list[str]:
+    if "dates_dev" not in m:
+        return []
+    other = m["dates_other_test_512"]
+    return [
+        "Dates for temporal questions: with `MemoryConfig(dates=True)` every line carries its turn's date, counted in l_max. *Answerable* recall",
+        "counts a temporal question's evidence only when its date is shown (LoCoMo's temporal answers are dates). Rule fixed before measuring:",
+        "keep dated lines iff they raise dev answerable recall. Dev at 512:",
+        "",
+        *_table([{"setting": k, **v} for k, v in m["dates_dev"].items()]),
+        f"Test at 512 through the real memory, the variant not chosen ({other['setting']}): recall {other['recall']:.4f}, answerable {other['answerable']:.4f},",
+        f"{other['tokens']} tokens.",
+        "",
+    ]
+
+
 def _memory_tuning_section(m: dict[str, Any]) -> list[str]:
     t512 = m["test"]["512"]
-    baselines = {k: v for k, v in t512.items() if k not in ("chosen (replayed)", "llamaindex_tokens") and not k.startswith("previous default")}
+    baselines = {k: v for k, v in t512.items() if k != "llamaindex_tokens" and not k.startswith(("chosen", "previous default")) and "answerable" not in k}
     best_name = max(baselines, key=lambda k: baselines[k])
     real = m["real_chosen_test"]["512"]["recall"]
     lines = [
@@ -276,10 +293,22 @@ def _memory_tuning_section(m: dict[str, Any]) -> list[str]:
         *_table([{"budget": b, **row} for b, row in m["test"].items()]),
         "Test conversations through the real `MomentaryMemory` (Chroma, MiniLM) with the chosen setting:",
         "",
-        *_table([{"budget": b, "recall": r["recall"], "tokens": r["tokens"], **r["per_category"]} for b, r in m["real_chosen_test"].items()]),
+        *_table(
+            [
+                {
+                    "budget": b,
+                    "recall": r["recall"],
+                    **({"answerable": r["answerable"]} if "answerable" in r else {}),
+                    "tokens": r["tokens"],
+                    **r["per_category"],
+                }
+                for b, r in m["real_chosen_test"].items()
+            ]
+        ),
         f"The defaults before this tuning (weighted 0.3/0.7, no stems, no partner turns, pool 64), through the real memory on test at 512: "
         f"recall {m['real_previous_default_test_512']['recall']:.4f}.",
         "",
+        *_dates_lines(m),
         f"Targets at 512 tokens on test: recall >= best baseline + 0.05 ({best_name}: {baselines[best_name]:.4f}, so >= {baselines[best_name] + 0.05:.4f}) and >= 0.70.",
         _target(real >= baselines[best_name] + 0.05, f"real MomentaryMemory {real:.4f} vs {baselines[best_name]:.4f} + 0.05"),
         _target(real >= 0.70, f"real MomentaryMemory {real:.4f} vs 0.70"),
@@ -326,7 +355,7 @@ def write() -> None:
         "## Targets",
         "",
     ]
-    q, w, m, s = res.get("quality_hotpotqa"), res.get("quality_wikipedia"), res.get("memory_locomo"), res.get("speed")
+    q, w, s = res.get("quality_hotpotqa"), res.get("quality_wikipedia"), res.get("speed")
     if q:
         t = q["table"]["meve"]
         lines.append(
@@ -353,12 +382,17 @@ def write() -> None:
                 f"Wikipedia: MeVe uses {w['token_ratio_vs_standard']:.0%} of the tokens of {w['standard']} (target <= 43%); {w['token_ratio_vs_top5']:.0%} of dense top-5's.",
             )
         )
-    if m and "512" in m["table"]["momentary_weighted"]:
-        mw, ln, do = (m["table"][k]["512"]["recall"] for k in ("momentary_weighted", "last_n_tokens", "dense_only"))
+    mt = res.get("memory_tuning")
+    if mt:
+        t512 = mt["test"]["512"]
+        baselines = {k: v for k, v in t512.items() if k != "llamaindex_tokens" and not k.startswith(("chosen", "previous default")) and "answerable" not in k}
+        best_name = max(baselines, key=lambda k: baselines[k])
+        real = mt["real_chosen_test"]["512"]["recall"]
         lines.append(
             _target(
-                mw >= 2 * ln and mw >= do + 0.10,
-                f"LoCoMo at 512 tokens: MomentaryMemory recall {mw:.3f} vs last-N tokens {ln:.3f} (target >= 2x) and dense-only {do:.3f} (target >= +0.10).",
+                real >= baselines[best_name] + 0.05 and real >= 0.70,
+                f"LoCoMo test conversations at 512 tokens: MomentaryMemory recall {real:.3f} vs the best baseline ({best_name}) {baselines[best_name]:.3f} "
+                "(target >= +0.05, and >= 0.70).",
             )
         )
     if s:
@@ -461,33 +495,6 @@ def write() -> None:
         ]
         lines += _table([{"retrieval": k, **v} for k, v in hq.items() if isinstance(v, dict)])
         lines += ["Exact localisation (suffix array) of 16-token prefixes vs corpus size:", ""] + _table(h["exact_localisation"])
-    if m:
-        lines += [
-            f"## Chat memory: LoCoMo (`{m['command']}`)",
-            "",
-            f"{m['dataset']}; recall of evidence turns in the rebuilt context (mean tokens in brackets). Plot: `benchmarks/results/locomo_recall.png`.",
-            "",
-        ]
-        if res.get("memory_tuning") and res["memory_tuning"]["date"] > m["date"]:
-            lines += [
-                f"Measured on {m['date'][:10]} with the memory defaults of that time, on every conversation (no dev/test split); superseded by",
-                '"Chat memory: LoCoMo recall, tuned on conversations 0-4, reported on 5-9" below until this section is rerun.',
-                "",
-            ]
-        rows = [{"system": k, **{f"l_max {b}": f"{v['recall']:.3f} ({v['tokens']:.0f})" for b, v in d.items()}} for k, d in m["table"].items()]
-        lines += _table(rows)
-        lines += ["Per question category at 512 tokens:", ""] + _table([{"system": k, **v} for k, v in m["per_category_at_512"].items()])
-        lines += [
-            "LlamaIndex's Memory with VectorMemoryBlock does not hold its output to the token limit (see the token column); its recall is measured on what it returned.",
-            "",
-        ]
-        worse = [b for b, v in m["table"]["bm25_only"].items() if v["recall"] > m["table"]["momentary_weighted"][b]["recall"]]
-        if worse:
-            lines += [
-                f"Observation: BM25 alone beats the default hybrid weights (bm25 0.3, dense 0.7) at l_max {', '.join(worse)} on LoCoMo, whose questions reuse the "
-                "words of their evidence turns; the weights are adjustable per call (`reconstruct(..., weights=...)`), and the defaults were not tuned on this benchmark.",
-                "",
-            ]
     ms = res.get("memory_speed")
     if ms:
         lines += [f"## Chat memory speed (`{ms['command']}`)", "", ms["scaling"]["notes"], ""] + _table(ms["scaling"]["rows"])
@@ -499,7 +506,11 @@ def write() -> None:
         if ms.get("rss"):
             rss = ms["rss"]
             rows = rss["rows"]
-            lines += ["Resident memory over distinct queries: " + rss["notes"], ""] + _table(rows)
+            lines += [
+                "Resident memory over distinct queries: " + rss["notes"] + " The process ran the sections above first (the 100k-turn session"
+                " among them), so the absolute RSS includes them; the growth between rows is what the queries cost.",
+                "",
+            ] + _table(rows)
             lines += [
                 f"RSS grew {rows[-1]['rss_mib'] - rows[0]['rss_mib']:.1f} MiB over {rows[-1]['queries']:,} queries; the cache holds at most {rss['max_bytes_mib']:.0f} MiB.",
                 "",

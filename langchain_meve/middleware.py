@@ -91,7 +91,7 @@ def reconstruct_messages(
         if turn.id in current_ids:
             continue
         cls = HumanMessage if turn.role == "user" else AIMessage
-        recalled.append(cls(content=turn.text, id=f"meve-{turn.id}", additional_kwargs={"meve_recalled": True}))
+        recalled.append(cls(content=ctx.content_of(turn), id=f"meve-{turn.id}", additional_kwargs={"meve_recalled": True}))
     return [*system, *recalled, *current]
 
 

@@ -152,8 +152,10 @@ class MomentaryChatMemory(BaseMemory):
         keep = () if self.system_outside_budget else ("system",)
         ctx = self._core.reconstruct(query, l_max=self.l_max, top_k=self.top_k, keep_roles=keep)
         recalled = [t for t in ctx.turns if t.id not in self._current_ids and not (self.system_outside_budget and t.role == "system")]
-        system = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in recalled if t.role == "system"]
-        history = [ChatMessage(role=_FROM_CORE[t.role], content=t.text, additional_kwargs={"meve_recalled": True}) for t in recalled if t.role != "system"]
+        system = [ChatMessage(role=MessageRole.SYSTEM, content=ctx.content_of(t)) for t in recalled if t.role == "system"]
+        history = [
+            ChatMessage(role=_FROM_CORE[t.role], content=ctx.content_of(t), additional_kwargs={"meve_recalled": True}) for t in recalled if t.role != "system"
+        ]
         return [*outside, *system, *history, *self._current]
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:

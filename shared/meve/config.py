@@ -183,6 +183,8 @@ class MemoryConfig:
     stemming: BM25 over English Snowball stems (PyStemmer) instead of plain words.
     partner_turns: after each turn recalled by relevance, its partner (the adjacent turn by the
         other role: the reply, or the question) is added if it fits.
+    dates: every rendered line carries its turn's date (``[2023-05-08] user: ...``, counted in
+        ``l_max``), so a model can answer "when" questions about recalled turns.
     """
 
     top_k: int | None = None
@@ -195,6 +197,7 @@ class MemoryConfig:
     max_clock_skew_s: float = 300.0
     stemming: bool = True
     partner_turns: bool = True
+    dates: bool = False
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -206,7 +209,7 @@ class MemoryConfig:
         _int("rrf_k", self.rrf_k, 0)
         _int("max_turn_chars", self.max_turn_chars, 1)
         _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
-        for flag in ("stemming", "partner_turns"):
+        for flag in ("stemming", "partner_turns", "dates"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
 

@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -110,6 +110,7 @@ class MemoryContext:
     l_max: int
     fusion: str
     ms: float = 0.0
+    dates: bool = False
     build_trace: Callable[[], tuple[TurnTrace, ...]] = field(default=tuple, repr=False, compare=False)
 
     @functools.cached_property
@@ -122,8 +123,13 @@ class MemoryContext:
 
     @property
     def text(self) -> str:
-        """What the budget counts: one ``role: text`` line per turn (``token_count`` is this text's tokens)."""
-        return render(self.turns)
+        """What the budget counts: one ``role: text`` line per turn, ``[YYYY-MM-DD] role: text`` with
+        ``dates`` (``token_count`` is this text's tokens)."""
+        return render(self.turns, dates=self.dates)
+
+    def content_of(self, turn: Turn) -> str:
+        """A chosen turn's text as a chat message should carry it (dated when ``dates``)."""
+        return content(turn, dates=self.dates)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +138,7 @@ class MemoryContext:
             "token_count": self.token_count,
             "l_max": self.l_max,
             "fusion": self.fusion,
+            "dates": self.dates,
             "ms": round(self.ms, 3),
             "trace": [t.to_dict() for t in self.trace],
         }
@@ -140,14 +147,24 @@ class MemoryContext:
 SEPARATOR = "\n"
 
 
-def render_turn(turn: Turn) -> str:
-    return f"{turn.role}: {turn.text}"
+def date_prefix(turn: Turn) -> str:
+    """The date a line carries with ``dates``: the turn's UTC calendar day."""
+    return f"[{turn.timestamp.astimezone(timezone.utc):%Y-%m-%d}]"
 
 
-def render(turns: Iterable[Turn]) -> str:
+def content(turn: Turn, *, dates: bool = False) -> str:
+    """A turn's text as a chat message carries it: with ``dates``, prefixed by its date."""
+    return f"{date_prefix(turn)} {turn.text}" if dates else turn.text
+
+
+def render_turn(turn: Turn, *, dates: bool = False) -> str:
+    return f"{date_prefix(turn)} {turn.role}: {turn.text}" if dates else f"{turn.role}: {turn.text}"
+
+
+def render(turns: Iterable[Turn], *, dates: bool = False) -> str:
     """The one rendering of a rebuilt context; l_max is counted on exactly this text. Adapters that
     pass turns as chat messages send only the texts, which is never more."""
-    return SEPARATOR.join(render_turn(t) for t in turns)
+    return SEPARATOR.join(render_turn(t, dates=dates) for t in turns)
 
 
 def validate_session_id(session_id: Any) -> str:
@@ -669,6 +686,7 @@ class MomentaryMemory:
         weights: Mapping[str, float] | None = None,
         recent_turns: int | None = None,
         keep_roles: Sequence[str] = (),
+        dates: bool | None = None,
     ) -> MemoryContext:
         """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig).
 
@@ -681,7 +699,7 @@ class MomentaryMemory:
             raise InputError(f"keep_roles={keep_roles!r} is not allowed: expected a sequence of roles among {', '.join(ROLES)}")
         t0 = time.perf_counter()
         query = check_query(query)
-        cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns)
+        cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates)
         per_weights = self._weights(weights)
         self._catch_up()
         with self._lock:
@@ -737,8 +755,15 @@ class MomentaryMemory:
         def trace(i: int, included: bool, reason: str, used: int) -> None:
             traces[i] = (included, reason, used)
 
+        dated: dict[str, int] = {}
+
         def cost(i: int) -> int:
-            return tokens[i] + (sep if picked else 0)
+            # A dated line costs its date too (counted once per calendar day; the joined text is recounted below).
+            extra = 0
+            if cfg.dates:
+                day = date_prefix(turns[i])
+                extra = dated[day] if day in dated else dated.setdefault(day, self.token_counter.count(day))
+            return tokens[i] + extra + (sep if picked else 0)
 
         for i in reversed(recent_idx):
             need = cost(i)
@@ -747,7 +772,7 @@ class MomentaryMemory:
                 budget -= need
                 trace(i, True, "most recent turn (always kept)", need)
                 continue
-            head = self.token_counter.count(f"{turns[i].role}: ") + (sep if picked else 0)
+            head = self.token_counter.count(render_turn(replace(turns[i], text=""), dates=cfg.dates)) + (sep if picked else 0)
             cut = self._truncate(turns[i].text, tokens[i], budget - head)
             if cut is None:
                 trace(i, False, f"recent turn of {need} tokens; only {budget} left and too little for a truncated copy", 0)
@@ -797,7 +822,7 @@ class MomentaryMemory:
                 trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)
         order = sorted(picked, key=lambda i: keys[i])
         chosen_turns = tuple(picked[i] for i in order)
-        used_total = self.token_counter.count(render(chosen_turns))
+        used_total = self.token_counter.count(render(chosen_turns, dates=cfg.dates))
         # Token counts of joined text can differ from the sum of the parts: the budget holds on the joined text.
         while used_total > cfg.l_max:
             # picked is in priority order (recent, kept roles, relevance with partners): drop from its end.
@@ -808,7 +833,7 @@ class MomentaryMemory:
             del picked[last]
             trace(last, False, f"rendered context was {used_total} tokens > l_max {cfg.l_max}", 0)
             chosen_turns = tuple(picked[i] for i in sorted(picked, key=lambda i: keys[i]))
-            used_total = self.token_counter.count(render(chosen_turns))
+            used_total = self.token_counter.count(render(chosen_turns, dates=cfg.dates))
 
         def build_trace() -> tuple[TurnTrace, ...]:
             order = sorted(traces, key=lambda i: (i not in picked, -(fused.get(i) or 0.0) if i not in recent else -1e9, keys[i]))
@@ -832,6 +857,7 @@ class MomentaryMemory:
             token_count=used_total,
             l_max=cfg.l_max,
             fusion=cfg.fusion,
+            dates=cfg.dates,
             ms=(time.perf_counter() - t0) * 1000.0,
             build_trace=build_trace,
         )

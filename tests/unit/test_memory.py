@@ -424,13 +424,30 @@ def test_a_session_of_more_than_32767_turns_reopens(tmp_path):
         st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=120).filter(str.strip), min_size=1, max_size=12
     ),
     l_max=st.integers(min_value=12, max_value=120),
+    dates=st.booleans(),
 )
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_the_rendered_context_never_exceeds_l_max(texts, l_max):
+def test_the_rendered_context_never_exceeds_l_max(texts, l_max, dates):
     m = mem()
     m.add_many([{"text": t, "role": "user" if i % 2 == 0 else "assistant"} for i, t in enumerate(texts)])
-    ctx = m.reconstruct("remember what I said", l_max=l_max)
+    ctx = m.reconstruct("remember what I said", l_max=l_max, dates=dates)
     assert m.token_counter.count(ctx.text) == ctx.token_count <= l_max
+
+
+def test_dates_put_each_turns_day_on_its_line_and_in_the_budget():
+    m = mem(l_max=4000)
+    day = [T0 - timedelta(days=d) for d in (40, 3, 0)]
+    m.add_many([{"text": t, "role": r, "timestamp": ts} for (r, t), ts in zip(CHAT[:2] + CHAT[-1:], day, strict=True)])
+    plain = m.reconstruct("beagle")
+    dated = m.reconstruct("beagle", dates=True)
+    assert plain.turns == dated.turns and dated.dates and not plain.dates
+    assert dated.text.splitlines() == [f"[{ts:%Y-%m-%d}] {r}: {t}" for (r, t), ts in zip(CHAT[:2] + CHAT[-1:], day, strict=True)]
+    assert dated.token_count == m.token_counter.count(dated.text) > plain.token_count
+    assert dated.content_of(dated.turns[0]) == f"[2024-03-22] {CHAT[0][1]}"
+    # At a budget the undated context just fits, the dates push the lowest-priority turn out.
+    tight = m.reconstruct("beagle", l_max=plain.token_count, dates=True)
+    assert tight.token_count == m.token_counter.count(tight.text) <= plain.token_count and len(tight.turns) < len(plain.turns)
+    assert MemoryConfig(dates=True).dates and pytest.raises(ConfigError, MemoryConfig, dates="yes")
 
 
 def test_kept_roles_count_against_the_budget_after_the_recent_turn():
