@@ -32,25 +32,40 @@ def minilm():
     return emb
 
 
-@pytest.fixture(scope="session")
-def tiny_cross_encoder(tmp_path_factory):
-    """A tiny randomly initialised BERT cross-encoder, built and saved here.
-
-    Its scores mean nothing; it exists to exercise the real sentence-transformers
-    CrossEncoder code path offline.
-    """
+def _tiny_bert(path, num_labels):
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from meve.models import default_model_path
 
-    path = tmp_path_factory.mktemp("tiny-ce")
     tok = AutoTokenizer.from_pretrained(default_model_path())
     cfg = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=512, num_labels=1
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=num_labels,
     )
     BertForSequenceClassification(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory):
+    """A tiny randomly initialised BERT cross-encoder (one output), built and saved here.
+
+    Its scores mean nothing; it exists to exercise the real sentence-transformers
+    CrossEncoder code path offline.
+    """
+    return _tiny_bert(tmp_path_factory.mktemp("tiny-ce"), 1)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder_heads(tmp_path_factory):
+    """Tiny random BERT cross-encoders with 2 outputs (softmax) and 3 outputs (no relevance label)."""
+    return {n: _tiny_bert(tmp_path_factory.mktemp(f"tiny-ce-{n}"), n) for n in (2, 3)}
 
 
 @pytest.fixture()

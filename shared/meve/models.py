@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -215,6 +216,29 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=np.float64)
 
 
+def _relevance(logits: np.ndarray, name: str) -> np.ndarray:
+    """P(relevant) from a cross-encoder's raw outputs: sigmoid of a single logit, softmax of two
+    (label 1 is "relevant"). Other heads (e.g. 3-way NLI) have no relevance label meve can pick."""
+    if logits.ndim == 1 or logits.shape[1] == 1:
+        return _sigmoid(logits.reshape(-1))
+    if logits.shape[1] == 2:
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        exp = np.exp(shifted)
+        return np.asarray(exp[:, 1] / exp.sum(axis=1), dtype=np.float64)
+    raise ConfigError("scorer", name, f"a cross-encoder with 1 output (sigmoid) or 2 (softmax, label 1 = relevant); this one has {logits.shape[1]}")
+
+
+_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+
+
+def _model_lock_of(model: Any) -> threading.Lock:
+    with _model_lock:
+        lock = _MODEL_LOCKS.get(model)
+        if lock is None:
+            lock = _MODEL_LOCKS[model] = threading.Lock()
+        return lock
+
+
 class CrossEncoderScorer:
     """A sentence-transformers ``CrossEncoder`` by name or path, sigmoid pinned.
 
@@ -270,19 +294,19 @@ class CrossEncoderScorer:
         order = np.argsort([len(p) for p in passages], kind="stable")
         pairs = [(query, passages[i]) for i in order]
         attr = "max_seq_length" if hasattr(type(model), "max_seq_length") else "max_length"
-        old = getattr(model, attr)
-        try:
-            if cap is not None:
-                setattr(model, attr, min(cap, old) if old else cap)
-            raw = model.predict(
-                pairs, batch_size=batch_size or self.batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True
-            )
-        finally:
-            setattr(model, attr, old)
-        logits = np.asarray(raw, dtype=np.float64)
-        if logits.ndim == 2:  # multi-label heads: the last label is "relevant"
-            logits = logits[:, -1]
-        probs = _sigmoid(logits)
+        # The model is shared by every scorer in the process: a cap is set, used and restored under the
+        # model's own lock, so a concurrent call never runs at another call's length.
+        with _model_lock_of(model):
+            old = getattr(model, attr)
+            try:
+                if cap is not None:
+                    setattr(model, attr, min(cap, old) if old else cap)
+                raw = model.predict(
+                    pairs, batch_size=batch_size or self.batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True
+                )
+            finally:
+                setattr(model, attr, old)
+        probs = _relevance(np.asarray(raw, dtype=np.float64), self.name)
         out = np.empty(len(passages), dtype=np.float64)
         out[order] = probs
         self.pairs_scored += len(passages)

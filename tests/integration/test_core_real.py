@@ -4,6 +4,7 @@ sentence-transformers CrossEncoder code path through a tiny BERT built by the te
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -108,3 +109,51 @@ def test_cli_index_query_and_demo(tmp_path, minilm, capsys):
     assert out["documents"][0]["id"].startswith("notes#")
     assert out["token_count"] <= 80 and [r["phase"] for r in out["trace"]][-1] == "budget"
     assert main(["query", "anything", "--db", db, "--collection", "nope"]) == 2
+
+
+def test_a_two_logit_cross_encoder_is_scored_by_softmax_and_a_three_way_head_is_refused(tiny_cross_encoder_heads):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from meve import ConfigError
+
+    passages = ["short", "a longer passage about gears and chains", "x"]
+    raw = CrossEncoder(tiny_cross_encoder_heads[2], device="cpu").predict([("query", p) for p in passages], activation_fn=torch.nn.Identity())
+    logits = np.asarray(raw, dtype=np.float64)
+    softmax = np.exp(logits[:, 1]) / np.exp(logits).sum(axis=1)
+    got = CrossEncoderScorer(tiny_cross_encoder_heads[2]).score("query", passages)
+    assert np.allclose(got, softmax, atol=1e-5)
+    assert not np.allclose(got, 1.0 / (1.0 + np.exp(-logits[:, 1])), atol=1e-3)  # not sigmoid of the last logit
+    with pytest.raises(ConfigError, match="has 3"):
+        CrossEncoderScorer(tiny_cross_encoder_heads[3]).score("query", passages)
+
+
+def test_a_length_cap_never_leaks_into_a_concurrent_uncapped_call(tiny_cross_encoder):
+    import threading
+
+    scorer = CrossEncoderScorer(tiny_cross_encoder)
+    model = scorer.model
+    original = model.max_length
+    passages = ["a passage long enough that a cap of eight tokens cuts it short " * 3]
+    reference = scorer.score("query", passages)
+    capped_inside, seen = threading.Event(), []
+    real_predict = model.predict
+
+    def predict(pairs, **kwargs):
+        seen.append(model.max_length)
+        if model.max_length == 8:  # the capped call: give the other thread every chance to run now
+            capped_inside.set()
+            time.sleep(0.5)
+        return real_predict(pairs, **kwargs)
+
+    model.predict = predict
+    try:
+        capped = threading.Thread(target=scorer.score, args=("query", passages), kwargs={"max_length": 8})
+        capped.start()
+        capped_inside.wait(timeout=10)
+        uncapped = scorer.score("query", passages)
+        capped.join()
+    finally:
+        del model.predict
+    assert seen == [8, original]  # the uncapped call waited for the capped one and ran at the model's own length
+    assert np.allclose(uncapped, reference) and model.max_length == original
