@@ -76,6 +76,13 @@ def test_retriever_metadata_invoke_overrides_and_phase_events(minilm):
         r.invoke("x", bogus=1)
 
 
+def test_retriever_keeps_a_users_own_id_metadata_key(minilm):
+    ids = [f"doc-{i}" for i in range(len(TEXTS))]
+    r = MeVeRetriever.from_texts(TEXTS, ids=ids, metadatas=[{"id": f"isbn-{i}"} for i in range(len(TEXTS))], embedder=minilm, scorer=BiEncoderScorer(minilm))
+    got = r.invoke("How do pneumatic tyres make cycling more comfortable?")
+    assert got and all(d.metadata["id"] == f"isbn-{d.id.split('-')[1]}" for d in got)
+
+
 async def test_retriever_async_does_not_block_the_loop(minilm):
     r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=BiEncoderScorer(minilm), k=2)
     docs, ticks = await run_while_ticking(r.ainvoke("What does the derailleur do?"))
