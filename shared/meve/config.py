@@ -197,7 +197,7 @@ class MemoryConfig:
     max_clock_skew_s: float = 300.0
     stemming: bool = True
     partner_turns: bool = True
-    dates: bool = False
+    dates: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k is not None:

@@ -755,14 +755,16 @@ class MomentaryMemory:
         def trace(i: int, included: bool, reason: str, used: int) -> None:
             traces[i] = (included, reason, used)
 
-        dated: dict[str, int] = {}
+        dated: dict[int, int] = {}
 
         def cost(i: int) -> int:
-            # A dated line costs its date too (counted once per calendar day; the joined text is recounted below).
+            # A dated line costs its date too (counted once per UTC day; the joined text is recounted below).
             extra = 0
             if cfg.dates:
-                day = date_prefix(turns[i])
-                extra = dated[day] if day in dated else dated.setdefault(day, self.token_counter.count(day))
+                day = int(keys[i][0] // 86_400)
+                extra = dated.get(day, -1)
+                if extra < 0:
+                    extra = dated[day] = self.token_counter.count(date_prefix(turns[i]))
             return tokens[i] + extra + (sep if picked else 0)
 
         for i in reversed(recent_idx):

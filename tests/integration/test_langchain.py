@@ -3,6 +3,7 @@ The only fake is the chat model (no LLM runs offline), named as such."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -270,4 +271,5 @@ def test_messages_without_ids_are_stored_once_across_restarts_and_never_emitted_
     out = reconstruct_messages(conversation(), again)
     assert len(again) == 3  # nothing stored twice after the "restart"
     assert [m.content for m in out].count("What colour is my bike?") == 1
-    assert any(m.content == "I ride a green Brompton." and m.additional_kwargs.get("meve_recalled") for m in out)
+    # Recalled turns carry their date (MemoryConfig.dates, on by default).
+    assert any(re.fullmatch(r"\[\d{4}-\d\d-\d\d\] I ride a green Brompton\.", m.content) and m.additional_kwargs.get("meve_recalled") for m in out)

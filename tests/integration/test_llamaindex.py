@@ -130,7 +130,7 @@ def _rendered(messages):
 
 
 def test_chat_memory_get_put_set_reset_and_system_messages(minilm):
-    mem = _memory(minilm, top_k=2, l_max=40)
+    mem = _memory(minilm, top_k=2, l_max=40, dates=False)
     mem.put(ChatMessage(role=MessageRole.SYSTEM, content="You are a cycling assistant."))
     for i in range(20):
         mem.put(ChatMessage(role=MessageRole.USER, content=f"Filler remark {i} about trains and weather."))
@@ -203,7 +203,7 @@ def test_hierarchical_retrieval_through_llamaindex(minilm):
 
 
 def test_chat_memory_recalls_a_turn_said_twice_and_can_keep_system_messages_outside(minilm):
-    mem = _memory(minilm, l_max=60)
+    mem = _memory(minilm, l_max=60, dates=False)
     mem.put(ChatMessage(role=MessageRole.SYSTEM, content="Be brief."))
     mem.put(ChatMessage(role=MessageRole.USER, content="I like green tea."))
     mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="Noted."))

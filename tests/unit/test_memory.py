@@ -82,7 +82,8 @@ def test_reconstruct_keeps_recent_turn_relevant_turns_and_time_order():
     assert 0 in ids  # "Rex ... beagle" is relevant
     assert ids == sorted(ids)  # chronological
     assert ctx.token_count == m.token_counter.count(ctx.text) <= 200
-    assert ctx.text.splitlines()[-1] == f"user: {m.turns()[-1].text}"
+    last = m.turns()[-1]
+    assert ctx.text.splitlines()[-1] == f"[{last.timestamp:%Y-%m-%d}] user: {last.text}"  # dated lines are the default
     assert sum(1 for tr in ctx.trace if tr.included) == len(ctx.turns)
     recent = next(tr for tr in ctx.trace if tr.seq == 6)
     assert recent.reason.startswith("most recent turn")
@@ -438,21 +439,21 @@ def test_dates_put_each_turns_day_on_its_line_and_in_the_budget():
     m = mem(l_max=4000)
     day = [T0 - timedelta(days=d) for d in (40, 3, 0)]
     m.add_many([{"text": t, "role": r, "timestamp": ts} for (r, t), ts in zip(CHAT[:2] + CHAT[-1:], day, strict=True)])
-    plain = m.reconstruct("beagle")
-    dated = m.reconstruct("beagle", dates=True)
+    plain = m.reconstruct("beagle", dates=False)
+    dated = m.reconstruct("beagle")
     assert plain.turns == dated.turns and dated.dates and not plain.dates
     assert dated.text.splitlines() == [f"[{ts:%Y-%m-%d}] {r}: {t}" for (r, t), ts in zip(CHAT[:2] + CHAT[-1:], day, strict=True)]
     assert dated.token_count == m.token_counter.count(dated.text) > plain.token_count
     assert dated.content_of(dated.turns[0]) == f"[2024-03-22] {CHAT[0][1]}"
     # At a budget the undated context just fits, the dates push the lowest-priority turn out.
-    tight = m.reconstruct("beagle", l_max=plain.token_count, dates=True)
+    tight = m.reconstruct("beagle", l_max=plain.token_count)
     assert tight.token_count == m.token_counter.count(tight.text) <= plain.token_count and len(tight.turns) < len(plain.turns)
     with pytest.raises(ConfigError, match="dates"):
         MemoryConfig(dates="yes")
 
 
 def test_kept_roles_count_against_the_budget_after_the_recent_turn():
-    m = mem()
+    m = mem(dates=False)
     m.add("You are a terse assistant. Never mention pizza.", "system")
     for i in range(20):
         m.add(f"filler remark number {i} about the weather", "user")
