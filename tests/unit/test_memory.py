@@ -52,6 +52,12 @@ CHAT = [
 ]
 
 
+def two_handles(session):
+    """Two handles on one session, standing for two processes: neither holds the other's in-memory state."""
+    client, prefix, clock = chroma_client(), f"t{time.time_ns()}", Clock()
+    return tuple(MomentaryMemory(session, client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix) for _ in range(2))
+
+
 def filled(**cfg):
     m = mem(**cfg)
     m.add_many([{"role": r, "text": t} for r, t in CHAT])
@@ -372,11 +378,7 @@ def test_add_many_is_all_or_nothing_when_chroma_fails_mid_batch(monkeypatch):
 
 def test_two_handles_on_one_session_see_each_others_turns_in_time_order():
     # Two handles stand for two processes: neither holds the other's in-memory state.
-    client = chroma_client()
-    prefix = f"t{time.time_ns()}"
-    clock = Clock()
-    a = MomentaryMemory("shared", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
-    b = MomentaryMemory("shared", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
+    a, b = two_handles("shared")
     a.add("alpha writes about zebras", "user")
     b.add("beta writes about walruses", "user")
     a.add("alpha again about kiwis", "user")
@@ -511,10 +513,7 @@ def test_the_partner_of_a_turn_too_long_to_fit_is_still_tried():
 
 
 def test_a_read_with_nothing_new_reads_the_heads_rows_and_counts_no_turns(monkeypatch):
-    client = chroma_client()
-    prefix = f"t{time.time_ns()}"
-    a = MomentaryMemory("heads", client=client, embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=prefix)
-    b = MomentaryMemory("heads", client=client, embedders=[FakeEmbedder()], clock=Clock(), collection_prefix=prefix)
+    a, b = two_handles("heads")
     a.add("alpha writes about zebras", "user")
     b.add("beta writes about walruses", "user")
     counts = []
@@ -533,11 +532,7 @@ def test_a_read_with_nothing_new_reads_the_heads_rows_and_counts_no_turns(monkey
 
 def test_another_handles_delete_and_add_that_keep_the_count_are_both_seen():
     # A delete then an add leave count() unchanged: only the epoch row tells the reader to reload.
-    client = chroma_client()
-    prefix = f"t{time.time_ns()}"
-    clock = Clock()
-    a = MomentaryMemory("epoch", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
-    b = MomentaryMemory("epoch", client=client, embedders=[FakeEmbedder()], clock=clock, collection_prefix=prefix)
+    a, b = two_handles("epoch")
     gone = a.add("a turn about zebras that is deleted", "user")
     a.add("a turn about walruses that stays", "user")
     assert len(b) == 2
