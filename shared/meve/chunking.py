@@ -44,26 +44,41 @@ def split_sentences(text: str) -> list[str]:
 
 def chunk_spans(text: str, max_tokens: int, counter: TokenCounter) -> Iterator[tuple[int, int]]:
     """Group consecutive sentences into spans of at most ``max_tokens`` tokens (a longer
-    single sentence becomes its own chunk, cut to the budget)."""
+    single sentence is split into consecutive pieces that each fit)."""
     group_start: int | None = None
     group_end = 0
     used = 0
     for a, b in sentence_spans(text):
         n = counter.count(text[a:b])
-        if group_start is not None and used + n + 1 > max_tokens:
-            yield group_start, group_end
+        if n > max_tokens or (group_start is not None and used + n + 1 > max_tokens):
+            if group_start is not None:
+                yield group_start, group_end
             group_start, used = None, 0
-        if group_start is None:
-            group_start, used = a, 0
         if n > max_tokens:
-            cut = counter.truncate(text[a:b], max_tokens)
-            yield a, a + len(cut)
-            group_start, used = None, 0
+            yield from _long_sentence(text, a, b, max_tokens, counter)
             continue
+        if group_start is None:
+            group_start = a
         group_end = b
         used += n + (1 if used else 0)
     if group_start is not None:
         yield group_start, group_end
+
+
+def _long_sentence(text: str, a: int, b: int, max_tokens: int, counter: TokenCounter) -> Iterator[tuple[int, int]]:
+    """A sentence longer than a chunk, as consecutive pieces of at most ``max_tokens``: nothing is dropped."""
+    pos = a
+    while pos < b:
+        part = text[pos:b]
+        cut = counter.truncate(part, max_tokens)
+        while cut and not part.startswith(cut):  # a decoded cut inside a multi-byte character is not a prefix
+            cut = cut[:-1]
+        end = pos + max(1, len(cut))
+        if text[pos:end].strip():
+            yield _strip(text, pos, end)
+        pos = end
+        while pos < b and text[pos].isspace():
+            pos += 1
 
 
 def chunk_text(text: str, max_tokens: int, counter: TokenCounter) -> list[str]:
