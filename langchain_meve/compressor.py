@@ -65,7 +65,9 @@ class MeVeCompressor(BaseDocumentCompressor):
         for p in result.documents:
             src = documents[int(p.id)]
             meta = {**src.metadata, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
-            out.append(Document(page_content=src.page_content, metadata=meta, id=src.id))
+            if p.spans is not None:  # sentence pruning: the text is the kept sentences; offsets into the original
+                meta["meve_spans"] = [list(span) for span in p.spans]
+            out.append(Document(page_content=p.text, metadata=meta, id=src.id))
         return out
 
     async def acompress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:

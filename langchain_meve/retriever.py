@@ -20,7 +20,10 @@ _CALL_OVERRIDES = ("k", *(f for f in MeVeConfig.__dataclass_fields__ if f != "ma
 
 def passage_to_document(p: Passage) -> Document:
     # The passage id travels as Document.id: a user's own "id" metadata key is left as they stored it.
-    return Document(page_content=p.text, metadata={**p.metadata, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}, id=p.id)
+    meta = {**p.metadata, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
+    if p.spans is not None:
+        meta["meve_spans"] = [list(span) for span in p.spans]
+    return Document(page_content=p.text, metadata=meta, id=p.id)
 
 
 def check_k(k: Any) -> int | None:

@@ -21,12 +21,16 @@ from meve.phases import drop_redundant, novelty_select, pack_budget, verify
 from meve.records import Passage, check_query
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
-MEVE_KEYS = ("meve_score", "meve_source", "meve_verified", "meve_note", "meve_tokens")
+MEVE_KEYS = ("meve_score", "meve_source", "meve_verified", "meve_note", "meve_tokens", "meve_spans")
 
 
-def annotate(nws: NodeWithScore, score: float | None, **meta: Any) -> NodeWithScore:
-    """A new NodeWithScore over a shallow copy of the node with meve metadata (input untouched)."""
+def annotate(nws: NodeWithScore, score: float | None, *, pruned: Passage | None = None, **meta: Any) -> NodeWithScore:
+    """A new NodeWithScore over a shallow copy of the node with meve metadata (input untouched).
+    ``pruned``: a passage whose sentences were pruned; the copy gets its text and ``meve_spans``."""
     node = nws.node.model_copy()
+    if pruned is not None and pruned.spans is not None:
+        node.set_content(pruned.text)
+        meta["meve_spans"] = [list(span) for span in pruned.spans]
     node.metadata = {**nws.node.metadata, **{k: v for k, v in meta.items() if v is not None}}
     hidden = [k for k in meta if k not in node.excluded_llm_metadata_keys]
     node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, *hidden]
@@ -207,4 +211,4 @@ class MeVePostprocessor(_MeVeNodeProcessor):
             query_vec=qvec,
             lexical=local_lexical(passages),
         )
-        return [annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_source=p.source, meve_tokens=p.tokens) for p in result.documents]
+        return [annotate(nodes[int(p.id)], p.score, pruned=p, meve_score=p.score, meve_source=p.source, meve_tokens=p.tokens) for p in result.documents]

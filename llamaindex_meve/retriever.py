@@ -106,12 +106,10 @@ class MeVeRetriever(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if self.core is not None:
             self.last_result = self.core.run(query_bundle.query_str)
-            return [
-                NodeWithScore(node=TextNode(text=p.text, id_=p.id, metadata={**p.metadata, "meve_source": p.source, "meve_tokens": p.tokens}), score=p.score)
-                for p in self.last_result.documents
-            ]
+            nodes = [NodeWithScore(node=TextNode(text=p.text, id_=p.id, metadata=dict(p.metadata))) for p in self.last_result.documents]
+            return [annotate(n, p.score, pruned=p, meve_source=p.source, meve_tokens=p.tokens) for n, p in zip(nodes, self.last_result.documents, strict=True)]
         result, by_id = self.run(query_bundle.query_str)
-        return [annotate(by_id[p.id], p.score, meve_score=p.score, meve_source=p.source, meve_tokens=p.tokens) for p in result.documents]
+        return [annotate(by_id[p.id], p.score, pruned=p, meve_score=p.score, meve_source=p.source, meve_tokens=p.tokens) for p in result.documents]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)

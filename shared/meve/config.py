@@ -18,10 +18,14 @@ from meve.errors import ConfigError
 Prioritisation = Literal["redundancy", "novelty", "none"]
 Retrieval = Literal["dense", "hierarchical"]
 Fusion = Literal["weighted", "rrf"]
+Cut = Literal["none", "gap", "ratio"]
+Prune = Literal["none", "verifier", "embedder"]
 
 PRIORITISATIONS: tuple[str, ...] = ("redundancy", "novelty", "none")
 RETRIEVALS: tuple[str, ...] = ("dense", "hierarchical")
 FUSIONS: tuple[str, ...] = ("weighted", "rrf")
+CUTS: tuple[str, ...] = ("none", "gap", "ratio")
+PRUNES: tuple[str, ...] = ("none", "verifier", "embedder")
 
 
 def _int(name: str, value: Any, low: int, high: int | None = None) -> None:
@@ -61,6 +65,14 @@ class MeVeConfig:
     tau: relevance threshold on the verifier's [0, 1] scale (phase 2). For the
         cross-encoder this is its sigmoid probability; the offline bi-encoder
         verifier is calibrated so that 0.5 is its own recommended cut too.
+    cut: a per-query cut beside tau (phase 2): "gap" keeps only the candidates above the
+        largest drop in this query's sorted scores (Adaptive-k), "ratio" those scoring
+        >= cut_ratio x the best; "none" leaves tau alone. Works with any verifier.
+    cut_ratio: the fraction of the best score that "ratio" keeps.
+    prune: sentence-level evidence pruning inside kept passages, after prioritisation:
+        "verifier" scores each sentence with the verifier, "embedder" by cosine with the
+        query (cheaper); "none" keeps passages whole.
+    prune_ratio: a sentence stays if it scores >= prune_ratio x its passage's best sentence.
     n_min: fewer verified candidates than this trigger the BM25 fallback (phase 3).
     fallback_k: BM25 results merged in when the fallback runs.
     fallback_tau: a fallback passage the verifier scores below this is rejected, not added
@@ -87,6 +99,8 @@ class MeVeConfig:
 
     k_init: int = 20
     tau: float = 0.5
+    cut: Cut = "none"
+    cut_ratio: float = 0.5
     n_min: int = 3
     fallback_k: int = 5
     fallback_tau: float = 0.1
@@ -94,6 +108,8 @@ class MeVeConfig:
     theta_redundancy: float = 0.85
     prioritisation: Prioritisation = "redundancy"
     novelty_lambda: float = 0.7
+    prune: Prune = "none"
+    prune_ratio: float = 0.5
     t_max: int = 512
     verify: bool = True
     fallback: bool = True
@@ -108,6 +124,8 @@ class MeVeConfig:
     def __post_init__(self) -> None:
         _int("k_init", self.k_init, 1, 10_000)
         _float("tau", self.tau, 0.0, 1.0)
+        _choice("cut", self.cut, CUTS)
+        _float("cut_ratio", self.cut_ratio, 0.0, 1.0, low_open=True)
         _int("n_min", self.n_min, 0)
         _int("fallback_k", self.fallback_k, 0, 10_000)
         _float("fallback_tau", self.fallback_tau, 0.0, 1.0)
@@ -115,6 +133,8 @@ class MeVeConfig:
         _float("theta_redundancy", self.theta_redundancy, 0.0, 1.0, low_open=True)
         _choice("prioritisation", self.prioritisation, PRIORITISATIONS)
         _float("novelty_lambda", self.novelty_lambda, 0.0, 1.0)
+        _choice("prune", self.prune, PRUNES)
+        _float("prune_ratio", self.prune_ratio, 0.0, 1.0)
         _int("t_max", self.t_max, 1)
         for flag in ("verify", "fallback"):
             if not isinstance(getattr(self, flag), bool):

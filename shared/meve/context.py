@@ -13,12 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from meve.chunking import sentence_spans
 from meve.config import MeVeConfig
+from meve.errors import ConfigError
 from meve.lexical import IncrementalBM25, top_k
 from meve.models import Embedder, EmbeddingScorer, RelevanceScorer
-from meve.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_budget, verify
+from meve.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_budget, prune_sentences, verify
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, count_many
+from meve.verifier import LateInteractionScorer
 
 PhaseCallback = Callable[[PhaseRecord], None]
 LexicalSearch = Callable[[str, int], list[Passage]]
@@ -38,10 +41,14 @@ class _Trace:
         self.records: list[PhaseRecord] = []
 
     def tokens(self, passages: Sequence[Passage]) -> int:
-        missing = [p for p in passages if p.id not in self.counts]
+        missing = [p for p in passages if _key(p) not in self.counts]
         if missing:
-            self.counts.update(zip((p.id for p in missing), count_many(self.counter, [p.text for p in missing]), strict=True))
-        return sum(self.counts[p.id] for p in passages)
+            self.counts.update(zip((_key(p) for p in missing), count_many(self.counter, [p.text for p in missing]), strict=True))
+        return sum(self.counts[_key(p)] for p in passages)
+
+    def count(self, passage: Passage) -> int:
+        self.tokens([passage])
+        return self.counts[_key(passage)]
 
     def record(self, name: str, before: Sequence[Passage], out: PhaseOutput, ms: float, scores: Mapping[str, float] | None = None, **info: Any) -> None:
         rec = PhaseRecord(
@@ -57,6 +64,11 @@ class _Trace:
         self.records.append(rec)
         if self.on_phase is not None:
             self.on_phase(rec)
+
+
+def _key(p: Passage) -> str:
+    # A pruned passage keeps its id but not its text.
+    return p.id if p.spans is None else f"{p.id}@{p.spans}"
 
 
 def relevance_scores(
@@ -82,6 +94,32 @@ def relevance_scores(
         for p, s in zip(todo, scores, strict=True):
             cache[p.id] = float(s)
     return [cache[p.id] for p in passages], len(todo)
+
+
+def _verifier_sentence_scores(scorer: RelevanceScorer, query: str, passages: Sequence[Passage], spans: list[list[tuple[int, int]]]) -> list[np.ndarray]:
+    if isinstance(scorer, LateInteractionScorer):
+        # Its own token vectors of the whole passage: no model run, and each sentence read in context.
+        return [scorer.score_spans(query, p.text, sp) for p, sp in zip(passages, spans, strict=True)]
+    flat = [p.text[a:b] for p, sp in zip(passages, spans, strict=True) for a, b in sp]
+    scores = np.asarray(scorer.score(query, flat), dtype=np.float64) if flat else np.zeros(0)
+    return _split(scores, [len(sp) for sp in spans])
+
+
+def _cosine_sentence_scores(
+    embedder: Embedder | None, query_vec: np.ndarray | None, query: str, passages: Sequence[Passage], spans: list[list[tuple[int, int]]]
+) -> list[np.ndarray]:
+    if embedder is None:
+        raise ConfigError("prune", "embedder", "'verifier' or 'none' here: no embedder was given to score sentences with")
+    flat = [p.text[a:b] for p, sp in zip(passages, spans, strict=True) for a, b in sp]
+    vecs = np.asarray(embedder.encode(flat if query_vec is not None else [query, *flat]), dtype=np.float64)
+    qv = np.asarray(query_vec, dtype=np.float64) if query_vec is not None else vecs[0]
+    sents = vecs if query_vec is not None else vecs[1:]
+    return _split(sents @ qv, [len(sp) for sp in spans])
+
+
+def _split(values: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    bounds = np.cumsum([0, *sizes])
+    return [values[bounds[i] : bounds[i + 1]] for i in range(len(sizes))]
 
 
 def embed_passages(
@@ -140,9 +178,17 @@ def select_context(
     if cfg.verify and candidates:
         sc = scorer()
         rel, scored = relevance_scores(sc, embedder, query, query_vec, candidates, cache, cfg)
-        out = verify(candidates, rel, cfg.tau)
+        out = verify(candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio)
         trace.record(
-            "verify", candidates, out, _ms(t0), {p.id: s for p, s in zip(candidates, rel, strict=True)}, verifier=sc.name, tau=cfg.tau, pairs_scored=scored
+            "verify",
+            candidates,
+            out,
+            _ms(t0),
+            {p.id: s for p, s in zip(candidates, rel, strict=True)},
+            verifier=sc.name,
+            tau=cfg.tau,
+            cut=cfg.cut,
+            pairs_scored=scored,
         )
     else:
         out = PhaseOutput(tuple(p.with_(source="unverified") for p in candidates), info={"skipped": "verify=False" if not cfg.verify else "no candidates"})
@@ -153,7 +199,10 @@ def select_context(
     t0 = time.perf_counter()
     if cfg.fallback and lexical is not None and len(verified) < cfg.n_min and cfg.fallback_k > 0:
         # A "rejected" passage scored below fallback_tau; between fallback_tau and tau it may pad the context.
-        rejected = {pid: s for pid, s in cache.items() if s < cfg.fallback_tau}
+        # Candidates the adaptive cut left outside the head were judged too: the fallback is for
+        # what retrieval missed, so it does not bring them back.
+        outside = set(out.info.get("cut", ()))
+        rejected = {pid: s for pid, s in cache.items() if s < cfg.fallback_tau or pid in outside}
         found = lexical(query, cfg.fallback_k + len(candidates))
         out = fallback(verified, found, cfg.n_min, cfg.fallback_k, min_bm25=cfg.fallback_min_bm25, rejected=rejected)
         added = [p for p in out.kept if p.source == "fallback"]
@@ -190,11 +239,25 @@ def select_context(
     trace.record("prioritise", merged, out, _ms(t0), mode=cfg.prioritisation, theta=cfg.theta_redundancy)
     prioritised = out.kept
 
+    # Sentence pruning inside the kept passages.
+    t0 = time.perf_counter()
+    if cfg.prune != "none" and prioritised:
+        spans = [sentence_spans(p.text) for p in prioritised]
+        if cfg.prune == "verifier":
+            sentence_scores = _verifier_sentence_scores(scorer(), query, prioritised, spans)
+        else:
+            sentence_scores = _cosine_sentence_scores(embedder, query_vec, query, prioritised, spans)
+        out = prune_sentences(prioritised, spans, sentence_scores, cfg.prune_ratio)
+        trace.record("prune", prioritised, out, _ms(t0), mode=cfg.prune, prune_ratio=cfg.prune_ratio)
+    else:
+        out = PhaseOutput(prioritised, info={"skipped": "prune='none'" if cfg.prune == "none" else "no passages"})
+        trace.record("prune", prioritised, out, _ms(t0))
+    pruned = out.kept
+
     # Phase 5: token budget.
     t0 = time.perf_counter()
-    trace.tokens(prioritised)
-    counts = trace.counts
-    out = pack_budget(prioritised, [counts[p.id] for p in prioritised], cfg.t_max, token_counter.count(cfg.separator), cfg.max_passages)
+    counts = [trace.count(p) for p in pruned]
+    out = pack_budget(pruned, counts, cfg.t_max, token_counter.count(cfg.separator), cfg.max_passages)
     kept = list(out.kept)
     dropped = list(out.dropped)
     context = cfg.separator.join(p.text for p in kept)
@@ -202,16 +265,16 @@ def select_context(
     # Token counts of joined text can differ from the sum of parts; the budget is on the joined text.
     while total > cfg.t_max and kept:
         last = kept.pop()
-        dropped.append(Dropped(last.id, f"joined context was {total} tokens > t_max {cfg.t_max}", float(counts[last.id])))
+        dropped.append(Dropped(last.id, f"joined context was {total} tokens > t_max {cfg.t_max}", float(trace.count(last))))
         context = cfg.separator.join(p.text for p in kept)
         total = token_counter.count(context)
     budget_info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": token_counter.name, "context_tokens": total}
     if not kept:
-        if prioritised:
+        if pruned:
             budget_info["empty"] = f"every remaining passage alone exceeds t_max {cfg.t_max}"
         elif candidates:
             budget_info["empty"] = "nothing relevant: no candidate passed the verifier and the fallback found no passage with lexical evidence it accepts"
         else:
             budget_info["empty"] = "no candidates"
-    trace.record("budget", prioritised, PhaseOutput(tuple(kept), tuple(dropped), out.info), _ms(t0), **budget_info)
+    trace.record("budget", pruned, PhaseOutput(tuple(kept), tuple(dropped), out.info), _ms(t0), **budget_info)
     return ContextResult(query=query, documents=tuple(kept), context=context, token_count=total, trace=tuple(trace.records), config=cfg.to_dict())

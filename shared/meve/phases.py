@@ -7,6 +7,7 @@ it dropped, with the reason. Inputs are never mutated.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,14 +24,41 @@ class PhaseOutput:
     info: Mapping[str, Any] = field(default_factory=dict)
 
 
-def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float) -> PhaseOutput:
-    """Phase 2: keep candidates whose verifier score is >= tau, best first (stable on ties)."""
+def head_threshold(scores: Sequence[float], cut: str, ratio: float) -> tuple[float, str] | None:
+    """The lowest score still in the head of one query's score distribution, and the rule's words.
+
+    ``"gap"``: everything above the largest drop between consecutive sorted scores (Adaptive-k,
+    Taguchi et al. 2025). ``"ratio"``: every score >= ``ratio`` x the best. ``"none"``: no head cut.
+    """
+    ordered = sorted((float(s) for s in scores), reverse=True)
+    if cut == "none" or len(ordered) < 2:
+        return None
+    if cut == "ratio":
+        return ordered[0] * ratio, f"< {ratio} x best {ordered[0]:.3f}"
+    if cut == "gap":
+        gaps = [ordered[i] - ordered[i + 1] for i in range(len(ordered) - 1)]
+        i = int(np.argmax(gaps))
+        return ordered[i], f"below the largest score gap ({ordered[i]:.3f} -> {ordered[i + 1]:.3f})"
+    raise ValueError(f"cut={cut!r}: expected 'none', 'gap' or 'ratio'")
+
+
+def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float, *, cut: str = "none", cut_ratio: float = 0.5) -> PhaseOutput:
+    """Phase 2: keep candidates whose verifier score is >= tau and, with an adaptive ``cut``, in the
+    head of this query's scores (:func:`head_threshold`); best first (stable on ties).
+    ``info["cut"]`` lists the ids that passed tau but fell outside the head."""
     if len(scores) != len(candidates):
         raise ValueError(f"verify got {len(scores)} scores for {len(candidates)} candidates")
     scored = [c.with_(relevance=float(s)) for c, s in zip(candidates, scores, strict=True)]
-    kept = sorted((c.with_(source="verified") for c in scored if c.score >= tau), key=lambda c: -c.score)
-    dropped = tuple(Dropped(c.id, f"relevance {c.score:.3f} < tau {tau}", c.score) for c in scored if c.score < tau)
-    return PhaseOutput(tuple(kept), dropped)
+    head = head_threshold(scores, cut, cut_ratio)
+    floor, why = head if head is not None else (-np.inf, "")
+    kept = sorted((c.with_(source="verified") for c in scored if c.score >= tau and c.score >= floor), key=lambda c: -c.score)
+    dropped = [Dropped(c.id, f"relevance {c.score:.3f} < tau {tau}", c.score) for c in scored if c.score < tau]
+    outside = [c for c in scored if tau <= c.score < floor]
+    dropped += [Dropped(c.id, f"relevance {c.score:.3f} outside the head: {why}", c.score) for c in outside]
+    info: dict[str, Any] = {"cut": [c.id for c in outside]}
+    if head is not None:
+        info["head_threshold"] = round(floor, 4)
+    return PhaseOutput(tuple(kept), tuple(dropped), info)
 
 
 def fallback(
@@ -137,3 +165,57 @@ def pack_budget(candidates: Sequence[Passage], token_counts: Sequence[int], t_ma
         else:
             dropped.append(Dropped(cand.id, f"over budget: needs {cost} tokens, {t_max - used} left", float(tokens)))
     return PhaseOutput(tuple(kept), tuple(dropped), {"packed_tokens": used})
+
+
+# A sentence that opens with one of these leans on the one before it for its subject.
+ANAPHOR = re.compile(r"^\W*(he|she|it|they|him|her|his|hers|its|their|theirs|them|this|these|those|that|such|the latter|the former)\b", re.IGNORECASE)
+GAP_MARK = " … "
+
+
+def prune_sentences(
+    candidates: Sequence[Passage], spans: Sequence[Sequence[tuple[int, int]]], scores: Sequence[Sequence[float] | np.ndarray], ratio: float
+) -> PhaseOutput:
+    """Sentence-level evidence pruning inside each kept passage.
+
+    A passage keeps its best sentence and every sentence scoring >= ``ratio`` x that best, plus,
+    for a kept sentence that opens with a pronoun or demonstrative (:data:`ANAPHOR`), the sentences
+    before it back to one that does not, so its subject stays in view. Sentences are never split;
+    kept runs keep their order and original text, and non-adjacent runs are joined by
+    :data:`GAP_MARK`. Each removed sentence is recorded as ``"<id>@<start>-<end>"`` with its score.
+    """
+    kept: list[Passage] = []
+    dropped: list[Dropped] = []
+    n_in = n_kept = n_context = 0
+    for cand, sp, sc in zip(candidates, spans, scores, strict=True):
+        if len(sp) != len(sc):
+            raise ValueError(f"passage {cand.id!r}: {len(sc)} scores for {len(sp)} sentences")
+        n_in += len(sp)
+        if len(sp) <= 1:
+            kept.append(cand)
+            n_kept += len(sp)
+            continue
+        best = max(sc)
+        keep = {i for i, s in enumerate(sc) if s >= ratio * best} | {int(np.argmax(sc))}
+        for i in sorted(keep):
+            j = i
+            while j > 0 and ANAPHOR.match(cand.text[sp[j][0] : sp[j][1]]):
+                j -= 1
+                if j not in keep:
+                    keep.add(j)
+                    n_context += 1
+        runs: list[tuple[int, int]] = []
+        for i in sorted(keep):
+            if runs and i - 1 in keep:
+                runs[-1] = (runs[-1][0], sp[i][1])
+            else:
+                runs.append(sp[i])
+        for i, (a, b) in enumerate(sp):
+            if i not in keep:
+                snippet = cand.text[a:b][:60]
+                dropped.append(Dropped(f"{cand.id}@{a}-{b}", f"sentence relevance {sc[i]:.3f} < {ratio} x passage best {best:.3f}: {snippet!r}", float(sc[i])))
+        n_kept += len(keep)
+        if len(keep) == len(sp):
+            kept.append(cand)
+        else:
+            kept.append(cand.with_(text=GAP_MARK.join(cand.text[a:b] for a, b in runs), spans=tuple(runs), tokens=None))
+    return PhaseOutput(tuple(kept), tuple(dropped), {"sentences_in": n_in, "sentences_kept": n_kept, "kept_for_context": n_context})

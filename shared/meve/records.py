@@ -48,6 +48,9 @@ class Passage:
     relevance: float | None = None
     tokens: int | None = None
     embedding: np.ndarray | None = field(default=None, repr=False)
+    # After sentence pruning: the kept character spans of the stored text, in order; ``text`` is
+    # then those spans joined (non-adjacent ones by " … "). None: the text is whole.
+    spans: tuple[tuple[int, int], ...] | None = None
 
     @property
     def score(self) -> float:
@@ -70,6 +73,7 @@ class Passage:
             "bm25_score": self.bm25_score,
             "relevance": self.relevance,
             "tokens": self.tokens,
+            "spans": [list(s) for s in self.spans] if self.spans is not None else None,
         }
 
 

@@ -231,6 +231,42 @@ class LateInteractionScorer:
         q = self._query_tokens(query)
         return np.array([maxsim(q, p) for p in self._passage_tokens(passages)], dtype=np.float64)
 
+    def _token_offsets(self, text: str) -> np.ndarray:
+        """Character offsets in ``text`` of the token vectors :meth:`_forward` keeps for it
+        (the same tokenizer, truncation and special-token filter; sentence-transformers
+        tokenizes the stripped text, hence the shift)."""
+        model = self._st.model
+        tokenizer = model.tokenizer
+        stripped = text.strip()
+        shift = len(text) - len(text.lstrip())
+        enc = tokenizer(stripped, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
+        special = set(tokenizer.all_special_ids)
+        rows = [off for tid, off in zip(enc["input_ids"], enc["offset_mapping"], strict=True) if int(tid) not in special]
+        return np.asarray(rows, dtype=np.int64).reshape(-1, 2) + shift
+
+    def score_spans(self, query: str, text: str, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """P(relevant) of each character span of ``text`` (its sentences) from the passage's own
+        contextual token vectors: MaxSim over the tokens that start inside the span, so a pronoun
+        carries what the model read around it and no model runs when the passage is cached.
+        A span past the model's max length has no token vectors and is encoded alone."""
+        if not spans:
+            return np.zeros(0, dtype=np.float64)
+        q = self._query_tokens(query)
+        (tokens,) = self._passage_tokens([text])
+        offsets = self._token_offsets(text)
+        if len(offsets) != len(tokens):
+            raise RuntimeError(f"late interaction: {len(offsets)} token offsets for {len(tokens)} token vectors of one passage; tokenizer and model disagree")
+        raw: list[float | None] = []
+        for a, b in spans:
+            inside = (offsets[:, 0] >= a) & (offsets[:, 0] < b)
+            raw.append(maxsim(q, tokens[inside]) if inside.any() else None)
+        alone = [text[a:b] for (a, b), r in zip(spans, raw, strict=True) if r is None]
+        if alone:
+            extra = iter(self._passage_tokens(alone))
+            raw = [r if r is not None else maxsim(q, next(extra)) for r in raw]
+        self.pairs_scored += len(spans)
+        return self.calibration(np.asarray(raw, dtype=np.float64))
+
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         raw = self.raw_scores(query, passages)
         self.pairs_scored += len(passages)

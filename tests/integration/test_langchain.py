@@ -68,7 +68,7 @@ def test_retriever_metadata_invoke_overrides_and_phase_events(minilm):
 
     r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=BiEncoderScorer(minilm))
     docs = r.invoke("How do pneumatic tyres make cycling more comfortable?", config={"callbacks": [Collect()]}, t_max=60, tau=0.5)
-    assert [e["phase"] for e in events] == ["retrieve", "verify", "fallback", "prioritise", "budget"]
+    assert [e["phase"] for e in events] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
     assert sum(d.metadata["meve_tokens"] for d in docs) <= 60
     assert docs[0].metadata["meve_source"] == "verified" and 0 <= docs[0].metadata["meve_score"] <= 1
     unverified = r.invoke("How do pneumatic tyres make cycling more comfortable?", verify=False)
@@ -273,3 +273,22 @@ def test_messages_without_ids_are_stored_once_across_restarts_and_never_emitted_
     assert [m.content for m in out].count("What colour is my bike?") == 1
     # Recalled turns carry their date (MemoryConfig.dates, on by default).
     assert any(re.fullmatch(r"\[\d{4}-\d\d-\d\d\] I ride a green Brompton\.", m.content) and m.additional_kwargs.get("meve_recalled") for m in out)
+
+
+PRUNE_DOCS = [
+    "The Louvre is the world's most-visited museum. The Eiffel Tower was completed in March 1889. "
+    "It was the entrance arch to the World's Fair. Bees pollinate many flowering plants.",
+    "Pride and Prejudice is an 1813 novel by Jane Austen.",
+]
+
+
+def test_compressor_prunes_sentences_and_gives_their_offsets(minilm):
+    docs = [Document(page_content=t, metadata={"src": i}, id=f"d{i}") for i, t in enumerate(PRUNE_DOCS)]
+    out = MeVeCompressor(embedder=minilm, prune="verifier", prune_ratio=0.6, n_min=0).compress_documents(docs, "When was the Eiffel Tower completed?")
+    top = next(d for d in out if d.id == "d0")
+    assert "Eiffel Tower was completed in March 1889" in top.page_content and "Bees" not in top.page_content
+    # "It was the entrance arch" opens with a pronoun: kept only with the sentence before it.
+    assert "It was the entrance arch" not in top.page_content or "The Eiffel Tower was completed" in top.page_content
+    spans = top.metadata["meve_spans"]
+    assert " … ".join(PRUNE_DOCS[0][a:b] for a, b in spans) == top.page_content
+    assert top.metadata["src"] == 0 and docs[0].page_content == PRUNE_DOCS[0]

@@ -219,3 +219,18 @@ def test_chat_memory_recalls_a_turn_said_twice_and_can_keep_system_messages_outs
     outside.put(ChatMessage(role=MessageRole.USER, content="hello"))
     got = outside.get()
     assert got[0].role == MessageRole.SYSTEM and got[-1].content == "hello"
+
+
+def test_postprocessor_prunes_sentences_without_touching_the_input_nodes(minilm):
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    text = "The Louvre is the world's most-visited museum. The Eiffel Tower was completed in March 1889. Bees pollinate many flowering plants."
+    nodes = [NodeWithScore(node=TextNode(text=text, id_="n0"), score=0.5)]
+    post = MeVePostprocessor(embedder=minilm, prune="verifier", prune_ratio=0.6, n_min=0)
+    out = post.postprocess_nodes(nodes, query_str="When was the Eiffel Tower completed?")
+    (got,) = out
+    assert got.node.get_content() == "The Eiffel Tower was completed in March 1889."
+    (span,) = got.node.metadata["meve_spans"]
+    assert text[span[0] : span[1]] == got.node.get_content()
+    assert "meve_spans" in got.node.excluded_llm_metadata_keys
+    assert nodes[0].node.get_content() == text and "meve_spans" not in nodes[0].node.metadata

@@ -133,3 +133,32 @@ def test_training_script_fits_a_calibration_on_a_tiny_slice(tmp_path, minilm):
     cal = Calibration.load(out)
     assert cal.a > 0  # a higher MaxSim means more likely relevant
     assert CALIBRATION_PATH.exists() and Calibration.load() != cal
+
+
+def test_sentence_scores_come_from_the_passage_own_token_vectors(verifier):
+    """Each answering sentence, hidden among off-topic ones in one passage, is the best-scored
+    sentence of that passage, and scoring sentences runs no model once the passage is cached."""
+    from meve.chunking import sentence_spans
+
+    for question, answer, _ in PAIRS:
+        others = [off for q, _, off in PAIRS if q != question]
+        text = f"  {others[0]} {answer} {others[1]}"  # leading spaces: offsets must still line up
+        verifier.embed_and_cache([text])
+        verifier.embed_query(question)
+        before = verifier.encoded_at_query_time
+        spans = sentence_spans(text)
+        scores = verifier.score_spans(question, text, spans)
+        assert verifier.encoded_at_query_time == before
+        assert text[slice(*spans[int(np.argmax(scores))])] == answer, (question, scores)
+
+
+def test_a_sentence_past_the_model_max_length_is_scored_alone(verifier):
+    from meve.chunking import sentence_spans
+
+    question, answer, off = PAIRS[0]
+    text = " ".join([off] * 60 + [answer])  # the answer sits beyond MiniLM's 256 word pieces
+    spans = sentence_spans(text)
+    before = verifier.encoded_at_query_time
+    scores = verifier.score_spans(question, text, spans)
+    assert verifier.encoded_at_query_time > before
+    assert int(np.argmax(scores)) == len(spans) - 1 and scores[-1] >= 0.5

@@ -37,7 +37,7 @@ def test_events_only_built_for_listeners(monkeypatch):
     assert calls[0] == 0
     listener = Collect()
     r.invoke("Eiffel Tower Paris", config={"callbacks": [listener]})
-    assert calls[0] == 5 and [e["phase"] for e in listener.events] == ["retrieve", "verify", "fallback", "prioritise", "budget"]
+    assert calls[0] == 6 and [e["phase"] for e in listener.events] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
 
 
 async def test_async_events_only_built_for_listeners(monkeypatch):
@@ -47,4 +47,4 @@ async def test_async_events_only_built_for_listeners(monkeypatch):
     assert calls[0] == 0
     listener = Collect()
     await r.ainvoke("Eiffel Tower Paris", config={"callbacks": [listener]})
-    assert calls[0] == 5 and len(listener.events) == 5
+    assert calls[0] == 6 and len(listener.events) == 6

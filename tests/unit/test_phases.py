@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from meve.phases import drop_redundant, fallback, novelty_select, pack_budget, verify
+from meve.phases import GAP_MARK, drop_redundant, fallback, head_threshold, novelty_select, pack_budget, prune_sentences, verify
 from meve.records import Passage
 
 
@@ -83,3 +83,72 @@ def test_pack_budget_caps_the_number_of_passages():
     cands = (p("a"), p("b"), p("c"))
     out = pack_budget(cands, [1, 1, 1], t_max=100, separator_tokens=0, max_passages=2)
     assert [c.id for c in out.kept] == ["a", "b"] and "max_passages 2" in out.dropped[0].reason
+
+
+def test_gap_cut_keeps_only_the_head_above_the_largest_drop():
+    cands = tuple(p(x) for x in "abcde")
+    out = verify(cands, [0.95, 0.93, 0.60, 0.58, 0.55], tau=0.5, cut="gap")
+    assert [c.id for c in out.kept] == ["a", "b"]
+    assert out.info["cut"] == ["c", "d", "e"] and out.info["head_threshold"] == 0.93
+    assert all("largest score gap (0.930 -> 0.600)" in d.reason for d in out.dropped)
+
+
+def test_ratio_cut_is_relative_to_the_best_score_and_tau_still_applies():
+    cands = tuple(p(x) for x in "abcd")
+    out = verify(cands, [0.9, 0.75, 0.7, 0.3], tau=0.5, cut="ratio", cut_ratio=0.8)
+    assert [c.id for c in out.kept] == ["a", "b"]  # 0.7 < 0.8 * 0.9
+    reasons = {d.id: d.reason for d in out.dropped}
+    assert "< tau 0.5" in reasons["d"] and "outside the head" in reasons["c"]
+    assert out.info["cut"] == ["c"]
+    # Without a cut, only tau decides.
+    assert [c.id for c in verify(cands, [0.9, 0.75, 0.7, 0.3], tau=0.5).kept] == ["a", "b", "c"]
+
+
+def test_head_threshold_of_one_score_or_no_cut_is_none():
+    assert head_threshold([0.9], "gap", 0.5) is None
+    assert head_threshold([0.9, 0.1], "none", 0.5) is None
+    with pytest.raises(ValueError, match="cut='median'"):
+        head_threshold([0.9, 0.1], "median", 0.5)
+
+
+TEXT = "Dunlop was a vet. He lived in Belfast. Rain fell that year. Belfast builds ships. Cats sleep."
+
+
+def sentences(text):
+    from meve.chunking import sentence_spans
+
+    return sentence_spans(text)
+
+
+def test_prune_keeps_whole_sentences_in_order_with_offsets_and_names_each_removed_one():
+    cand = Passage(id="d1", text=TEXT, relevance=0.9, tokens=20)
+    sp = sentences(TEXT)
+    out = prune_sentences((cand,), [sp], [[0.2, 0.1, 0.05, 0.9, 0.6]], ratio=0.5)
+    (kept,) = out.kept
+    assert kept.id == "d1" and kept.tokens is None and kept.relevance == 0.9
+    assert kept.spans == ((sp[3][0], sp[4][1]),)
+    assert kept.text == "Belfast builds ships. Cats sleep."
+    assert [d.id for d in out.dropped] == [f"d1@{a}-{b}" for a, b in sp[:3]]
+    assert "0.200 < 0.5 x passage best 0.900" in out.dropped[0].reason and "Dunlop was a vet." in out.dropped[0].reason
+    assert out.info["sentences_in"] == 5 and out.info["sentences_kept"] == 2
+
+
+def test_prune_keeps_the_sentence_before_a_leading_pronoun_and_marks_gaps():
+    cand = Passage(id="d1", text=TEXT)
+    sp = sentences(TEXT)
+    out = prune_sentences((cand,), [sp], [[0.1, 0.9, 0.1, 0.1, 0.8]], ratio=0.5)
+    (kept,) = out.kept
+    # "He lived in Belfast." pulls in "Dunlop was a vet."; "Cats sleep." is not adjacent.
+    assert kept.text == "Dunlop was a vet. He lived in Belfast." + GAP_MARK + "Cats sleep."
+    assert kept.spans == ((sp[0][0], sp[1][1]), sp[4])
+    assert out.info["kept_for_context"] == 1
+    assert [TEXT[a:b] for a, b in kept.spans] == ["Dunlop was a vet. He lived in Belfast.", "Cats sleep."]
+
+
+def test_prune_leaves_single_sentence_and_fully_kept_passages_untouched():
+    one = Passage(id="a", text="Only one sentence here.")
+    full = Passage(id="b", text=TEXT)
+    out = prune_sentences((one, full), [sentences(one.text), sentences(TEXT)], [[0.1], [0.9, 0.8, 0.9, 0.9, 0.9]], ratio=0.5)
+    assert out.kept == (one, full) and out.dropped == ()
+    with pytest.raises(ValueError, match="2 scores for 5 sentences"):
+        prune_sentences((full,), [sentences(TEXT)], [[0.1, 0.2]], ratio=0.5)

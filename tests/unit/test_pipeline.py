@@ -28,7 +28,7 @@ def test_run_records_every_phase_with_tokens_and_reasons():
     m = build()
     r = m.run("When was the Eiffel Tower completed?")
     assert isinstance(r, ContextResult)
-    assert [rec.phase for rec in r.trace] == ["retrieve", "verify", "fallback", "prioritise", "budget"]
+    assert [rec.phase for rec in r.trace] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
     verify = r.phase("verify")
     assert verify.info["verifier"] == "fake-overlap" and verify.info["pairs_scored"] == 6
     assert all("< tau 0.5" in d.reason for d in verify.dropped)
@@ -138,7 +138,7 @@ async def test_arun_matches_run_and_does_not_block_the_loop():
 def test_on_phase_callback_sees_each_phase():
     seen = []
     build().run("Eiffel", on_phase=lambda rec: seen.append(rec.phase))
-    assert seen == ["retrieve", "verify", "fallback", "prioritise", "budget"]
+    assert seen == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
 
 
 WORDS = ["tower", "paris", "eiffel", "banana", "river", "mountain", "museum", "gold", "red", "blue", "cat", "dog"]
@@ -196,3 +196,33 @@ def test_fallback_keeps_lexical_hits_and_drops_what_the_verifier_rejects():
 def test_baseline_rejects_k_below_one():
     with pytest.raises(InputError, match=r"k=0 .*an int >= 1"):
         build().baseline("Eiffel", k=0)
+
+
+LONG = [
+    "Gustave Eiffel designed the tower in Paris. It was completed in 1889. Bananas grow in warm places. Potatoes are tubers.",
+    "The Louvre is a museum in Paris. It holds the Mona Lisa.",
+]
+
+
+@pytest.mark.parametrize("prune", ["verifier", "embedder"])
+def test_prune_shortens_passages_keeps_ids_and_offsets_and_counts_the_rendered_text(prune):
+    m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
+    whole = m.run("Who designed the Eiffel tower in Paris?")
+    r = m.run("Who designed the Eiffel tower in Paris?", prune=prune, prune_ratio=0.6)
+    doc = next(d for d in r.documents if d.id == "doc-0")
+    assert doc.spans is not None and doc.text == " … ".join(LONG[0][a:b] for a, b in doc.spans)
+    assert "Bananas" not in doc.text and doc.text.startswith("Gustave Eiffel designed the tower in Paris.")
+    assert r.token_count == m.token_counter.count(r.context) < whole.token_count
+    prune_rec = r.phase("prune")
+    removed = {d.id for d in prune_rec.dropped}
+    assert {f"doc-0@{a}-{b}" for a, b in [(LONG[0].index("Bananas"), LONG[0].index("Potatoes") - 1)]} <= removed
+    assert prune_rec.tokens_out < prune_rec.tokens_in and prune_rec.info["mode"] == prune
+    assert r.phase("budget").tokens_in == prune_rec.tokens_out
+
+
+def test_the_fallback_does_not_bring_back_what_the_adaptive_cut_left_out():
+    m = build(config=MeVeConfig(k_init=6, tau=0.0, cut="gap", n_min=3, fallback_k=5, t_max=500, prioritisation="none"))
+    r = m.run("Eiffel Tower Paris 1889")
+    cut = set(r.phase("verify").info["cut"])
+    assert cut and not cut & {d.id for d in r.documents}
+    assert any("rejected by the verifier" in d.reason for d in r.phase("fallback").dropped)
