@@ -187,7 +187,9 @@ def sentence_windows(text: str, passage_tokens: int, counter: TokenCounter, stri
     out = []
     for i in range(0, len(spans), stride):
         used, j = 0, i
-        while j < len(spans) and (used + lengths[j] <= passage_tokens or j == i):
+        # The sum of the sentences' counts is a quick bound; the joined text (with the spaces
+        # between sentences) is counted exactly before a sentence is added.
+        while j < len(spans) and (j == i or (used + lengths[j] <= passage_tokens and counter.count(text[spans[i][0] : spans[j][1]]) <= passage_tokens)):
             used += lengths[j]
             j += 1
         out.append((spans[i][0], spans[j - 1][1]))

@@ -75,10 +75,13 @@ class _Encoded:
         if len(ids) <= max_tokens:
             return text
         cut = self.decode(ids[:max_tokens])
-        # Decoding a cut inside a multi-byte character can re-encode longer; shrink until it fits.
-        while cut and self.count(cut) > max_tokens:
-            cut = cut[:-1]
-        return cut
+        # A cut inside a multi-byte character decodes to U+FFFD, which is not in the text and can
+        # re-encode longer: keep the longest true prefix of the text that fits.
+        n = len(cut)
+        while n and (text[:n] != cut[:n] or self.count(text[:n]) > max_tokens):
+            n -= 1
+            cut = cut[:n]
+        return text[:n]
 
 
 class OpenAIEncodingCounter(_Encoded):

@@ -160,7 +160,7 @@ def test_chat_memory_keeps_tool_exchanges_whole(minilm):
     mem.put(call)
     mem.put(result)
     got = mem.get()
-    assert got[-3:] == [got[-3], call, result] and got[-3].content == "add 2 and 2"
+    assert got[-2:] == [call, result] and got[-3].content == "add 2 and 2" and got[-3].role == MessageRole.USER
 
 
 def test_chat_engine_over_a_long_conversation(minilm):

@@ -46,10 +46,12 @@ def test_passage_expands_from_the_hit_and_quotes_can_be_checked():
 
 def test_sentence_windows_cover_the_text_within_the_budget():
     counter = get_token_counter()
-    text = " ".join(f"Sentence number {i} has a few words." for i in range(20))
-    wins = sentence_windows(text, 30, counter)
-    assert wins[0][0] == 0 and wins[-1][1] == len(text)
-    assert all(counter.count(text[a:b]) <= 31 for a, b in wins)
+    # " 12" is a token of its own where "12" at a sentence start is not: a window's count is more than its sentences' sum.
+    text = " ".join(f"{i + 10} is the number of this sentence." for i in range(20))
+    for budget in range(20, 41):
+        wins = sentence_windows(text, budget, counter)
+        assert wins[0][0] == 0 and wins[-1][1] == len(text)
+        assert all(counter.count(text[a:b]) <= budget for a, b in wins), budget
 
 
 DOCS = [
