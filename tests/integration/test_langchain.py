@@ -47,12 +47,12 @@ _SHARED: dict[str, Any] = {}
 
 
 class _DemoRetriever(MeVeRetriever):
-    """MeVeRetriever on the demo corpus, built once (the standard suite constructs it repeatedly)."""
+    """MeVeRetriever on the demo corpus with the default configuration and verifier, built once
+    (the standard suite constructs it repeatedly)."""
 
     def __init__(self, **kwargs: Any) -> None:
         if "meve" not in _SHARED:
-            emb = default_embedder()
-            _SHARED["meve"] = MeVeRetriever.from_texts(TEXTS, embedder=emb, scorer=BiEncoderScorer(emb), config=MeVeConfig(tau=0.2, t_max=2000)).meve
+            _SHARED["meve"] = MeVeRetriever.from_texts(TEXTS, embedder=default_embedder()).meve
         super().__init__(meve=_SHARED["meve"], **kwargs)
 
 

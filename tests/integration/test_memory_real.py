@@ -45,7 +45,7 @@ def test_real_minilm_recalls_the_relevant_turn_under_budget(minilm, chroma_dir):
     texts = [t.text for t in ctx.turns]
     assert texts[-1] == CHAT[-1][1]
     assert CHAT[6][1] in texts  # the peanut allergy
-    assert ctx.token_count <= 60
+    assert mem.token_counter.count(ctx.text) == ctx.token_count <= 60  # the rendered text, counted
     again = MomentaryMemory("alice", path=chroma_dir, embedders=[minilm], config=MemoryConfig(top_k=2, l_max=60))
     assert again.reconstruct("Can you suggest a dinner recipe for tonight? Remember my allergy.").turns == ctx.turns
 
