@@ -15,9 +15,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ConfigError, InputError, MeVeConfig
-from meve.context import embed_passages, local_lexical, select_context
+from meve.context import embed_passages, local_lexical, pack_context, select_context
 from meve.models import Embedder, LazyModels, RelevanceScorer
-from meve.phases import drop_redundant, novelty_select, pack_budget, verify
+from meve.phases import drop_redundant, novelty_select, verify
 from meve.records import Passage, check_query
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
@@ -176,7 +176,8 @@ class TokenBudget(_MeVeNodeProcessor):
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         counter = self._counter()
         texts = [n.node.get_content() for n in nodes]
-        out = pack_budget(tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts)), count_many(counter, texts), self.t_max, counter.count(self.separator))
+        passages = tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts))
+        out, _, _ = pack_context(passages, count_many(counter, texts), counter, self.t_max, self.separator)
         return [annotate(nodes[int(p.id)], nodes[int(p.id)].score, meve_tokens=p.tokens) for p in out.kept]
 
 

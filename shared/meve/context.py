@@ -71,6 +71,25 @@ def _key(p: Passage) -> str:
     return p.id if p.spans is None else f"{p.id}@{p.spans}"
 
 
+def pack_context(
+    passages: Sequence[Passage], counts: Sequence[int], counter: TokenCounter, t_max: int, separator: str, max_passages: int | None = None
+) -> tuple[PhaseOutput, str, int]:
+    """The one budget packer for passage contexts: greedy packing (:func:`meve.phases.pack_budget`),
+    then the joined text is counted, because a join can tokenise longer than its parts, and trailing
+    passages are dropped until the rendered context fits. Returns (what was kept, context, its tokens)."""
+    out = pack_budget(passages, counts, t_max, counter.count(separator), max_passages)
+    kept = list(out.kept)
+    dropped = list(out.dropped)
+    context = separator.join(p.text for p in kept)
+    total = counter.count(context)
+    while total > t_max and kept:
+        last = kept.pop()
+        dropped.append(Dropped(last.id, f"joined context was {total} tokens > t_max {t_max}", float(last.tokens or 0)))
+        context = separator.join(p.text for p in kept)
+        total = counter.count(context)
+    return PhaseOutput(tuple(kept), tuple(dropped), out.info), context, total
+
+
 def relevance_scores(
     scorer: RelevanceScorer,
     embedder: Embedder | None,
@@ -256,18 +275,8 @@ def select_context(
 
     # Phase 5: token budget.
     t0 = time.perf_counter()
-    counts = [trace.count(p) for p in pruned]
-    out = pack_budget(pruned, counts, cfg.t_max, token_counter.count(cfg.separator), cfg.max_passages)
+    out, context, total = pack_context(pruned, [trace.count(p) for p in pruned], token_counter, cfg.t_max, cfg.separator, cfg.max_passages)
     kept = list(out.kept)
-    dropped = list(out.dropped)
-    context = cfg.separator.join(p.text for p in kept)
-    total = token_counter.count(context)
-    # Token counts of joined text can differ from the sum of parts; the budget is on the joined text.
-    while total > cfg.t_max and kept:
-        last = kept.pop()
-        dropped.append(Dropped(last.id, f"joined context was {total} tokens > t_max {cfg.t_max}", float(trace.count(last))))
-        context = cfg.separator.join(p.text for p in kept)
-        total = token_counter.count(context)
     budget_info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": token_counter.name, "context_tokens": total}
     if not kept:
         if pruned:
@@ -276,5 +285,5 @@ def select_context(
             budget_info["empty"] = "nothing relevant: no candidate passed the verifier and the fallback found no passage with lexical evidence it accepts"
         else:
             budget_info["empty"] = "no candidates"
-    trace.record("budget", pruned, PhaseOutput(tuple(kept), tuple(dropped), out.info), _ms(t0), **budget_info)
+    trace.record("budget", pruned, out, _ms(t0), **budget_info)
     return ContextResult(query=query, documents=tuple(kept), context=context, token_count=total, trace=tuple(trace.records), config=cfg.to_dict())

@@ -234,3 +234,19 @@ def test_postprocessor_prunes_sentences_without_touching_the_input_nodes(minilm)
     assert text[span[0] : span[1]] == got.node.get_content()
     assert "meve_spans" in got.node.excluded_llm_metadata_keys
     assert nodes[0].node.get_content() == text and "meve_spans" not in nodes[0].node.metadata
+
+
+def test_token_budget_counts_the_joined_text_not_the_sum_of_its_parts():
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from meve.tokens import CallableTokenCounter
+
+    # A fake counter, named as one: words, plus 4 once a text holds two or more paragraph breaks,
+    # so three 3-word passages sum to 9 but join to 13.
+    def fake(text: str) -> int:
+        return len(text.split()) + (4 if text.count("\n\n") >= 2 else 0)
+
+    nodes = [NodeWithScore(node=TextNode(text=f"alpha beta {i}", id_=f"n{i}"), score=1.0) for i in range(3)]
+    kept = TokenBudget(t_max=10, token_counter=CallableTokenCounter(fake, "fake-words")).postprocess_nodes(nodes, query_str="q")
+    assert [n.node.node_id for n in kept] == ["n0", "n1"]
+    assert fake("\n\n".join(n.node.get_content() for n in kept)) <= 10
