@@ -71,6 +71,14 @@ def _key(p: Passage) -> str:
     return p.id if p.spans is None else f"{p.id}@{p.spans}"
 
 
+def _with_cosine(p: Passage, query_vec: np.ndarray) -> Passage:
+    if p.embedding is None:
+        raise ValueError(f"passage {p.id!r} has no embedding; an unverified fallback passage is ranked by its cosine to the query")
+    vec = np.asarray(p.embedding, dtype=np.float64)
+    q = np.asarray(query_vec, dtype=np.float64)
+    return p.with_(dense_score=float(vec @ q / ((np.linalg.norm(vec) * np.linalg.norm(q)) or 1.0)))
+
+
 def pack_context(
     passages: Sequence[Passage], counts: Sequence[int], counter: TokenCounter, t_max: int, separator: str, max_passages: int | None = None
 ) -> tuple[PhaseOutput, str, int]:
@@ -236,6 +244,10 @@ def select_context(
             )
             info = {**out.info, "added": [p.id for p in kept_now if p.source == "fallback"]}
             out = PhaseOutput(kept_now, drops, info)
+        elif added and query_vec is not None:
+            # Unverified, every passage is ranked by its cosine to the query: a BM25 score beside
+            # cosines would mix scales inside prioritisation.
+            out = PhaseOutput(tuple(_with_cosine(p, query_vec) if p.source == "fallback" else p for p in out.kept), out.dropped, out.info)
         bm25 = {p.id: p.bm25_score or 0.0 for p in found}
         trace.record("fallback", verified, out, _ms(t0), bm25, pairs_scored=scored, reason=f"{len(verified)} verified < n_min {cfg.n_min}")
     else:

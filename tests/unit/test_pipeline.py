@@ -226,3 +226,11 @@ def test_the_fallback_does_not_bring_back_what_the_adaptive_cut_left_out():
     cut = set(r.phase("verify").info["cut"])
     assert cut and not cut & {d.id for d in r.documents}
     assert any("rejected by the verifier" in d.reason for d in r.phase("fallback").dropped)
+
+
+def test_unverified_fallback_passages_are_ranked_by_cosine_like_the_rest():
+    m = build(config=MeVeConfig(k_init=1, verify=False, n_min=4, fallback_k=3, t_max=500, prioritisation="novelty"))
+    r = m.run("Louvre museum Everest mountain Eiffel")
+    assert r.phase("fallback").info["added"]
+    assert all(d.dense_score is not None and d.score == d.dense_score for d in r.documents)
+    assert {d.source for d in r.documents} == {"unverified", "fallback"}
