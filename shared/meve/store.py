@@ -218,6 +218,11 @@ class ChromaStore:
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: np.ndarray) -> None:
         if self.dimension is not None and embeddings.shape[1] != self.dimension:
             raise StoreError(f"embeddings have dimension {embeddings.shape[1]}, the store expects {self.dimension}")
+        # Chroma skips an id it already holds without an error, which would lose this text: another
+        # handle (or process) on the same collection may have added it since this one last looked.
+        taken = self._call("check ids", self.collection.get, ids=list(ids), include=[])["ids"]
+        if taken:
+            raise InputError(f"ids already in collection {self.collection.name!r}: {sorted(taken)[:5]} (added by another handle or process?); use new ids")
         kwargs: dict[str, Any] = {"ids": list(ids), "documents": list(texts), "embeddings": np.asarray(embeddings, dtype=np.float32)}
         if any(m is not None for m in metadatas):
             kwargs["metadatas"] = [m if m else None for m in metadatas]

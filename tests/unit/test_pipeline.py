@@ -234,3 +234,15 @@ def test_unverified_fallback_passages_are_ranked_by_cosine_like_the_rest():
     assert r.phase("fallback").info["added"]
     assert all(d.dense_score is not None and d.score == d.dense_score for d in r.documents)
     assert {d.source for d in r.documents} == {"unverified", "fallback"}
+
+
+def test_a_second_handle_cannot_overwrite_an_id_the_first_one_stored():
+    client = chroma_client()
+    a = MeVe.from_texts(CORPUS, embedder=FakeEmbedder(), scorer=FakeScorer(), client=client, collection_name="shared")
+    b = MeVe.from_chroma(client.get_collection("shared"), embedder=FakeEmbedder(), scorer=FakeScorer())
+    a.add_texts(["The Seine flows through Paris."], ids=["seine"])
+    with pytest.raises(InputError, match=r"'seine'.*another handle"):
+        b.add_texts(["Bananas are yellow."], ids=["seine"])
+    (stored,) = a.store.get(["seine"])
+    assert stored.text == "The Seine flows through Paris."
+    assert "seine" not in b.lexical.ids
