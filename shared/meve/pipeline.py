@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,8 @@ from meve.records import ContextResult, Passage, PhaseRecord, check_query
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
+
+log = logging.getLogger("meve")
 
 
 def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[list[str], list[str], list[dict[str, Any] | None]]:
@@ -72,6 +75,15 @@ class LexicalIndex:
         if not self.ids or k <= 0:
             return []
         return [(self.ids[i], s) for i, s in top_k(self.backend.get_scores(query), k)]
+
+
+def check_embedder(collection: Any, embedder: Embedder) -> None:
+    """A collection's vectors are only comparable with its own model's, even at the same dimension."""
+    stored = (collection.metadata or {}).get("meve:embedder")
+    if stored is not None and stored != embedder.name:
+        raise ConfigError(
+            "embedder", embedder.name, f"the embedder collection {collection.name!r} was built with, {stored!r} (its vectors live in that model's space)"
+        )
 
 
 class MeVe:
@@ -133,6 +145,7 @@ class MeVe:
             metadata={"hnsw:space": "cosine", "meve:embedder": embedder.name},
             embedding_function=None,
         )
+        check_embedder(collection, embedder)
         store = ChromaStore(collection, dimension=dim)
         existing_ids, existing_texts = store.documents() if store.count() else ([], [])
         clash = set(existing_ids).intersection(ids_)
@@ -154,8 +167,19 @@ class MeVe:
         token_counter: Any = None,
         bm25_backend: str = "bm25s",
     ) -> MeVe:
-        """Attach to an existing Chroma collection; BM25 is built from its documents."""
+        """Attach to an existing Chroma collection; BM25 is built from its documents.
+
+        The collection's recorded embedder must be this one (vectors of another model are not
+        comparable even at the same dimension). A corpus whose ingestion did not finish (a crash
+        inside ``from_texts``/``add_texts``) opens with a logged warning saying so."""
         embedder = embedder if embedder is not None else default_embedder()
+        check_embedder(collection, embedder)
+        if (collection.metadata or {}).get("meve:complete") is False:
+            log.warning(
+                "collection %r is incomplete: an ingestion into it did not finish, so some passages may be missing; "
+                "re-add them (ids already stored are refused)",
+                collection.name,
+            )
         store = ChromaStore(collection, dimension=embedder_dimension(embedder))
         ids, texts = store.documents()
         return cls(store, LexicalIndex(ids, texts, bm25_backend), config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
@@ -208,6 +232,7 @@ class MeVe:
 
         assert self.store is not None, "ingestion needs a passage store"
         bar = tqdm(total=len(texts), desc="meve: embedding", unit="passage", disable=not show_progress)
+        self._mark_complete(False)  # cleared only when every batch is stored: a crash leaves the mark
         try:
             for start in range(0, len(texts), batch_size):
                 sl = slice(start, start + batch_size)
@@ -217,6 +242,11 @@ class MeVe:
                 bar.update(len(texts[sl]))
         finally:
             bar.close()
+        self._mark_complete(True)
+
+    def _mark_complete(self, complete: bool) -> None:
+        if isinstance(self.store, ChromaStore):  # a LangChain VectorStore keeps no collection metadata
+            self.store.mark_complete(complete)
 
     # -- models ------------------------------------------------------------------------
     @property

@@ -228,6 +228,12 @@ class ChromaStore:
             kwargs["metadatas"] = [m if m else None for m in metadatas]
         self._call(f"store {len(kwargs['ids'])} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
 
+    def mark_complete(self, complete: bool) -> None:
+        """Record in the collection's metadata whether the last ingestion finished (``meve:complete``)."""
+        # Chroma refuses a metadata update that names the distance space; the space is kept anyway.
+        meta = {k: v for k, v in (self.collection.metadata or {}).items() if not k.startswith("hnsw:")}
+        self._call("record ingestion state", self.collection.modify, metadata={**meta, "meve:complete": complete})
+
     def _passages(self, ids: list[str], docs: list[Any], metas: list[Any], embs: Any, query: np.ndarray | None) -> list[Passage]:
         out: list[Passage] = []
         for i, pid in enumerate(ids):

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from meve import ContextResult, InputError, MeVe, MeVeConfig, StoreError
+from meve import ConfigError, ContextResult, InputError, MeVe, MeVeConfig, StoreError
 from meve.store import chroma_client
 from tests.fakes import FakeEmbedder, FakeScorer, run_while_ticking
 
@@ -246,3 +246,42 @@ def test_a_second_handle_cannot_overwrite_an_id_the_first_one_stored():
     (stored,) = a.store.get(["seine"])
     assert stored.text == "The Seine flows through Paris."
     assert "seine" not in b.lexical.ids
+
+
+class _Exploding(FakeEmbedder):
+    """A fake embedder that fails on its n-th call (a crash in the middle of ingestion)."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__()
+        self.fail_on = fail_on
+
+    def encode(self, texts):
+        if self.calls + 1 == self.fail_on:
+            self.calls += 1
+            raise RuntimeError("killed mid-ingestion")
+        return super().encode(texts)
+
+
+def test_an_interrupted_ingestion_is_recorded_and_said_on_open(caplog):
+    client = chroma_client()
+    with pytest.raises(RuntimeError, match="killed"):
+        MeVe.from_texts(CORPUS, embedder=_Exploding(fail_on=3), scorer=FakeScorer(), client=client, collection_name="partial", batch_size=2)
+    col = client.get_collection("partial")
+    assert 0 < col.count() < len(CORPUS) and col.metadata["meve:complete"] is False
+    with caplog.at_level("WARNING", logger="meve"):
+        m = MeVe.from_chroma(col, embedder=FakeEmbedder(), scorer=FakeScorer())
+    assert "'partial' is incomplete" in caplog.text
+    n = col.count()
+    m.add_texts(CORPUS[n:], ids=[f"doc-{i}" for i in range(n, len(CORPUS))])
+    assert client.get_collection("partial").metadata["meve:complete"] is True
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="meve"):
+        MeVe.from_chroma(client.get_collection("partial"), embedder=FakeEmbedder(), scorer=FakeScorer())
+    assert "incomplete" not in caplog.text
+
+
+def test_from_chroma_refuses_another_embedder_of_the_same_dimension():
+    client = chroma_client()
+    MeVe.from_texts(CORPUS, embedder=FakeEmbedder(name="model-a"), scorer=FakeScorer(), client=client, collection_name="built-with-a")
+    with pytest.raises(ConfigError, match="'model-a'"):
+        MeVe.from_chroma(client.get_collection("built-with-a"), embedder=FakeEmbedder(name="model-b"), scorer=FakeScorer())
