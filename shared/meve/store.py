@@ -163,6 +163,10 @@ def check_text(text: str, where: str) -> str:
     return text
 
 
+# The adapters add these keys to returned metadata; a stored key of that form would be overwritten.
+RESERVED_PREFIX = "meve_"
+
+
 def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
     """Metadata Chroma stores and returns unchanged: str keys (non-empty) and str/int/float/bool values,
     finite floats and ints within int64 (others vanish or come back as floats)."""
@@ -174,6 +178,8 @@ def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]
         if not isinstance(key, str) or not key:
             raise InputError(f"{where} has the key {key!r}; metadata keys must be non-empty str")
         check_text(key, f"{where} key")
+        if key.startswith(RESERVED_PREFIX):
+            raise InputError(f"{where} has the key {key!r}; keys starting with {RESERVED_PREFIX!r} are meve's own (score, source, tokens, spans), rename it")
         if not isinstance(value, _PRIMITIVES):
             raise InputError(f"{where}[{key!r}]={value!r} is not storable; metadata values must be str, int, float or bool")
         if isinstance(value, float) and not math.isfinite(value):

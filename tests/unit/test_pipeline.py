@@ -89,6 +89,8 @@ def test_bad_corpora():
         MeVe.from_texts(["a", "b"], metadatas=[{}, {}, {}], embedder=emb, scorer=sc)
     with pytest.raises(InputError, match=r"metadatas\[0\]\['k'\]=\[1\]"):
         MeVe.from_texts(["a"], metadatas=[{"k": [1]}], embedder=emb, scorer=sc)
+    with pytest.raises(InputError, match=r"'meve_score'.*meve's own"):  # the adapters would overwrite it
+        MeVe.from_texts(["a"], metadatas=[{"meve_score": 1.0}], embedder=emb, scorer=sc)
 
 
 def test_dimension_mismatch_with_an_existing_collection(chroma_dir):
