@@ -20,12 +20,14 @@ Retrieval = Literal["dense", "hierarchical"]
 Fusion = Literal["weighted", "rrf"]
 Cut = Literal["none", "gap", "ratio"]
 Prune = Literal["none", "verifier", "embedder"]
+Candidates = Literal["dense", "hybrid"]
 
 PRIORITISATIONS: tuple[str, ...] = ("redundancy", "novelty", "none")
 RETRIEVALS: tuple[str, ...] = ("dense", "hierarchical")
 FUSIONS: tuple[str, ...] = ("weighted", "rrf")
 CUTS: tuple[str, ...] = ("none", "gap", "ratio")
 PRUNES: tuple[str, ...] = ("none", "verifier", "embedder")
+CANDIDATES: tuple[str, ...] = ("dense", "hybrid")
 
 
 def _int(name: str, value: Any, low: int, high: int | None = None) -> None:
@@ -62,6 +64,8 @@ class MeVeConfig:
     """Settings of the five MeVe phases (defaults from the MeVe paper where it gives one).
 
     k_init: candidates from the dense kNN search (phase 1).
+    candidates: "dense" (the paper's kNN) or "hybrid": the dense top k_init and the BM25 top
+        k_init fused by reciprocal rank, cut to k_init, so the verifier scores as many pairs.
     tau: relevance threshold on the verifier's [0, 1] scale (phase 2). For the
         cross-encoder this is its sigmoid probability; the offline bi-encoder
         verifier is calibrated so that 0.5 is its own recommended cut too.
@@ -98,6 +102,7 @@ class MeVeConfig:
     """
 
     k_init: int = 20
+    candidates: Candidates = "dense"
     tau: float = 0.5
     cut: Cut = "none"
     cut_ratio: float = 0.5
@@ -123,6 +128,7 @@ class MeVeConfig:
 
     def __post_init__(self) -> None:
         _int("k_init", self.k_init, 1, 10_000)
+        _choice("candidates", self.candidates, CANDIDATES)
         _float("tau", self.tau, 0.0, 1.0)
         _choice("cut", self.cut, CUTS)
         _float("cut_ratio", self.cut_ratio, 0.0, 1.0, low_open=True)

@@ -71,9 +71,10 @@ def _key(p: Passage) -> str:
     return p.id if p.spans is None else f"{p.id}@{p.spans}"
 
 
-def _with_cosine(p: Passage, query_vec: np.ndarray) -> Passage:
+def cosine_to(p: Passage, query_vec: np.ndarray) -> Passage:
+    """``p`` with ``dense_score`` set to the cosine of its embedding and the query's."""
     if p.embedding is None:
-        raise ValueError(f"passage {p.id!r} has no embedding; an unverified fallback passage is ranked by its cosine to the query")
+        raise ValueError(f"passage {p.id!r} has no embedding, so it has no cosine to the query")
     vec = np.asarray(p.embedding, dtype=np.float64)
     q = np.asarray(query_vec, dtype=np.float64)
     return p.with_(dense_score=float(vec @ q / ((np.linalg.norm(vec) * np.linalg.norm(q)) or 1.0)))
@@ -247,7 +248,7 @@ def select_context(
         elif added and query_vec is not None:
             # Unverified, every passage is ranked by its cosine to the query: a BM25 score beside
             # cosines would mix scales inside prioritisation.
-            out = PhaseOutput(tuple(_with_cosine(p, query_vec) if p.source == "fallback" else p for p in out.kept), out.dropped, out.info)
+            out = PhaseOutput(tuple(cosine_to(p, query_vec) if p.source == "fallback" else p for p in out.kept), out.dropped, out.info)
         bm25 = {p.id: p.bm25_score or 0.0 for p in found}
         trace.record("fallback", verified, out, _ms(t0), bm25, pairs_scored=scored, reason=f"{len(verified)} verified < n_min {cfg.n_min}")
     else:

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from meve.config import MeVeConfig
-from meve.context import LexicalSearch, PhaseCallback, select_context
+from meve.context import LexicalSearch, PhaseCallback, cosine_to, select_context
 from meve.errors import ConfigError, InputError
+from meve.fusion import rrf
 from meve.lexical import BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
@@ -301,8 +302,25 @@ class MeVe:
         if self.store is None:
             raise ConfigError("retrieval", cfg.retrieval, "'hierarchical' for a MeVe built with from_documents (it has no flat passage store)")
         candidates = self.store.query(qvec, cfg.k_init)
+        info: dict[str, Any] = {"k_init": cfg.k_init, "candidates": cfg.candidates, "store_size": len(self.lexical.ids), "embedder": self.embedder.name}
+        if cfg.candidates == "hybrid":
+            candidates, info["from_bm25"] = self._fuse_lexical(query, qvec, candidates, cfg.k_init)
         # The lexical index mirrors every passage meve added: its size costs nothing, a Chroma count() a few ms per query.
-        return candidates, self._lexical_search, {"k_init": cfg.k_init, "store_size": len(self.lexical.ids), "embedder": self.embedder.name}
+        return candidates, self._lexical_search, info
+
+    def _fuse_lexical(self, query: str, qvec: np.ndarray, dense: list[Passage], k: int) -> tuple[list[Passage], list[str]]:
+        """Dense and BM25 top-k fused by reciprocal rank and cut to k; BM25-only hits are read from
+        the store with their embeddings and scored by cosine like the rest."""
+        assert self.store is not None
+        lexical = self.lexical.search(query, k)
+        fused = rrf({"dense": [p.id for p in dense], "bm25": [pid for pid, _ in lexical]})
+        order = sorted(fused, key=lambda pid: -fused[pid])[:k]
+        by_id = {p.id: p for p in dense}
+        new = [pid for pid in order if pid not in by_id]
+        by_id.update({p.id: cosine_to(p, qvec) for p in self.store.get(new)})
+        bm25 = dict(lexical)
+        out = [by_id[pid].with_(bm25_score=bm25.get(pid)) for pid in order if pid in by_id]
+        return out, new
 
     def _retrieve_hierarchical(self, query: str, qvec: np.ndarray, cfg: MeVeConfig) -> tuple[list[Passage], LexicalSearch, dict[str, Any]]:
         if self.hierarchy is None:

@@ -287,3 +287,14 @@ def test_from_chroma_refuses_another_embedder_of_the_same_dimension():
     MeVe.from_texts(CORPUS, embedder=FakeEmbedder(name="model-a"), scorer=FakeScorer(), client=client, collection_name="built-with-a")
     with pytest.raises(ConfigError, match="'model-a'"):
         MeVe.from_chroma(client.get_collection("built-with-a"), embedder=FakeEmbedder(name="model-b"), scorer=FakeScorer())
+
+
+def test_hybrid_candidates_fuse_bm25_hits_into_the_same_number_of_candidates():
+    m = build(embedder=FakeEmbedder(dimension=2), config=MeVeConfig(k_init=2, tau=0.0, t_max=500))  # 2 dims: dense order is near arbitrary
+    query = "potassium rich bananas"
+    dense = m.run(query).phase("retrieve")
+    hybrid = m.run(query, candidates="hybrid").phase("retrieve")
+    best_lexical = m.lexical.search(query, 1)[0][0]
+    assert best_lexical == "doc-3" and len(hybrid.kept) == 2 and best_lexical in hybrid.kept
+    assert hybrid.info["from_bm25"] and set(hybrid.info["from_bm25"]) == set(hybrid.kept) - set(dense.kept)
+    assert all(v is not None for v in hybrid.scores.values())  # BM25-only hits get their cosine too
