@@ -49,7 +49,7 @@ from meve.fusion import rrf, weighted_sum
 from meve.lexical import IncrementalBM25, stemmed_tokenize
 from meve.models import Embedder, default_embedder, embedder_dimension
 from meve.records import check_query
-from meve.store import check_metadata, check_text, chroma_call, chroma_client, warn_if_untimed
+from meve.store import acquire_client, check_metadata, check_text, chroma_call, chroma_client, release_client, warn_if_untimed
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
 log = logging.getLogger("meve")
@@ -274,7 +274,10 @@ class MomentaryMemory:
         self.session_id = validate_session_id(session_id)
         if path is not None and client is not None:
             raise InputError("give either path= or client=, not both")
-        self.client = client if client is not None else chroma_client(path, create=create)
+        # A path is meve's to open and to release on close(); a client given is the caller's.
+        self._owned_path = path
+        self._closed = False
+        self.client = client if client is not None else (acquire_client(path, create=create) if path is not None else chroma_client())
         warn_if_untimed(self.client)
         self.config = config if config is not None else MemoryConfig()
         if not isinstance(self.config, MemoryConfig):
@@ -417,6 +420,27 @@ class MomentaryMemory:
             pos = self._index.get(turn.id)
             return self._keys[pos][1] if pos is not None else _legacy_key(turn)
 
+    def close(self) -> None:
+        """Release what this handle opened: the embedded Chroma instance of ``path=`` (its files,
+        caches and threads) once no other meve handle in the process uses that directory. Stored
+        turns stay on disk. Idempotent; any later call on this handle raises StoreError."""
+        with self._write_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owned_path is not None:
+                release_client(self._owned_path)
+
+    def __enter__(self) -> MomentaryMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"session {self.session_id!r} on {self._where}: this MomentaryMemory was closed; open a new one")
+
     def _catch_up(self) -> int:
         """Learn the turns other processes wrote to this session since this handle last looked.
 
@@ -425,6 +449,7 @@ class MomentaryMemory:
         onwards, and a full id scan only when that window cannot account for the difference. A
         changed epoch (another handle deleted turns) reloads. Returns how many turns were learned.
         """
+        self._check_open()
         head = self._head()
         with self._lock:
             seen = self._seen
@@ -656,6 +681,7 @@ class MomentaryMemory:
 
     def clear(self) -> None:
         """Delete every turn of this session (other sessions are untouched)."""
+        self._check_open()
         with self._write_lock:
             for col in self._collections:
                 ids = self._rows(col)["ids"]

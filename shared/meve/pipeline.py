@@ -13,13 +13,13 @@ import numpy as np
 
 from meve.config import MeVeConfig
 from meve.context import LexicalSearch, PhaseCallback, cosine_to, select_context
-from meve.errors import ConfigError, InputError
+from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf
 from meve.lexical import BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
 from meve.records import ContextResult, Passage, PhaseRecord, check_query
-from meve.store import ChromaStore, PassageStore, check_metadata, chroma_client, unique_collection_name
+from meve.store import ChromaStore, PassageStore, check_metadata, chroma_call, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
 
@@ -115,6 +115,27 @@ class MeVe:
         self.embedder: Embedder = embedder if embedder is not None else default_embedder()
         self._models = LazyModels(self.embedder, scorer)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
+        self._owned_collection: tuple[Any, str] | None = None
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release what this MeVe created: the in-memory collection ``from_texts`` made when given
+        no client and no collection name (nothing else can reach it). A collection in your client
+        is left as it is. Idempotent; a later ``run`` raises StoreError."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owned_collection is not None:
+            client, name = self._owned_collection
+            chroma_call(f"drop collection {name!r}", client.delete_collection, name)
+            self._owned_collection = None
+
+    def __enter__(self) -> MeVe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -140,6 +161,7 @@ class MeVe:
             raise InputError("texts is empty: give at least one passage to index (or use MeVe.from_chroma on an existing collection)")
         embedder = embedder if embedder is not None else default_embedder()
         dim = embedder_dimension(embedder)
+        owned = client is None and collection_name is None  # nobody else can name it: close() drops it
         client = client if client is not None else chroma_client()
         collection = client.get_or_create_collection(
             collection_name or unique_collection_name(),
@@ -154,6 +176,8 @@ class MeVe:
             raise InputError(f"ids already in collection {collection.name!r}: {sorted(clash)[:5]}; use new ids")
         lexical = LexicalIndex(existing_ids, existing_texts, bm25_backend)
         meve = cls(store, lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        if owned:
+            meve._owned_collection = (client, collection.name)
         meve._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return meve
 
@@ -279,6 +303,8 @@ class MeVe:
         ``overrides`` are MeVeConfig fields for this call only (e.g. ``t_max=256``);
         ``on_phase`` is called with each PhaseRecord as soon as the phase ends.
         """
+        if self._closed:
+            raise StoreError("this MeVe was closed; build a new one (MeVe.from_chroma reopens a collection you keep)")
         query = check_query(query)
         cfg = self.config.replace(**overrides)
         t0 = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -71,6 +72,51 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
         return chromadb.PersistentClient(path=directory, settings=settings)
     except Exception as exc:
         raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
+
+
+class _Owned:
+    __slots__ = ("client", "refs", "started")
+
+    def __init__(self, client: Any, started: bool) -> None:
+        self.client, self.refs, self.started = client, 0, started
+
+
+_owned: dict[Path, _Owned] = {}
+_owned_lock = threading.Lock()
+
+
+def acquire_client(path: str | os.PathLike[str], *, create: bool = True) -> Any:
+    """The embedded client for ``path``, shared by every meve handle on that directory in this
+    process and counted, so :func:`release_client` can stop Chroma's instance (its file handles
+    and caches) when the last handle closes. Errors as :func:`chroma_client`."""
+    with _owned_lock:
+        key = Path(path).expanduser().resolve()
+        owned = _owned.get(key)
+        if owned is None:
+            # A directory some other client in this process already runs (the user's own) is shared, never stopped by meve.
+            started = _open_system(Path(path).expanduser()) is None
+            owned = _owned[key] = _Owned(chroma_client(path, create=create), started)
+        owned.refs += 1
+        return owned.client
+
+
+def release_client(path: str | os.PathLike[str]) -> None:
+    """One handle on ``path`` is done; the last one stops the Chroma instance meve started there."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    with _owned_lock:
+        key = Path(path).expanduser().resolve()
+        owned = _owned.get(key)
+        if owned is None:
+            return
+        owned.refs -= 1
+        if owned.refs > 0:
+            return
+        del _owned[key]
+        if owned.started:
+            system = SharedSystemClient._identifier_to_system.pop(owned.client._identifier, None)
+            if system is not None:
+                system.stop()
 
 
 def chroma_http_client(

@@ -1,0 +1,74 @@
+"""Explicit lifecycle: what a handle opens it releases on close(), and a closed handle says so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from meve import MeVe, MomentaryMemory, StoreError
+from meve.store import chroma_client
+from tests.fakes import FakeEmbedder, FakeScorer
+
+CYCLES = int(os.environ.get("MEVE_LIFECYCLE_CYCLES", "500"))
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts file descriptors through /proc (Linux)")
+def test_open_close_cycles_keep_file_descriptors_and_memory_flat(tmp_path):
+    emb = FakeEmbedder()
+    marks: dict[int, tuple[int, float]] = {}
+    for i in range(CYCLES):
+        with MomentaryMemory("s", path=str(tmp_path / f"db{i}"), embedders=[emb]) as mem:
+            mem.add(f"turn {i}")
+        if i in (49, CYCLES - 1):
+            marks[i] = (_fds(), _rss_mib())
+    (fd0, rss0), (fd1, rss1) = marks[49], marks[CYCLES - 1]
+    # Before close() existed each path kept about 12 descriptors and 4 MB.
+    assert fd1 - fd0 <= 3, (fd0, fd1)
+    assert rss1 - rss0 < 64, (rss0, rss1)
+
+
+def test_a_closed_memory_refuses_use_and_its_path_can_be_deleted_and_reopened(tmp_path):
+    path = str(tmp_path / "db")
+    mem = MomentaryMemory("s", path=path, embedders=[FakeEmbedder()])
+    mem.add("hello")
+    mem.close()
+    mem.close()  # idempotent
+    with pytest.raises(StoreError, match="was closed"):
+        mem.reconstruct("hello")
+    shutil.rmtree(path)
+    with MomentaryMemory("s", path=path, embedders=[FakeEmbedder()]) as fresh:
+        assert len(fresh) == 0
+        fresh.add("again")
+    with MomentaryMemory("s", path=path, embedders=[FakeEmbedder()]) as reopened:
+        assert [t.text for t in reopened.turns()] == ["again"]
+
+
+def test_closing_one_handle_leaves_another_on_the_same_path_working(tmp_path):
+    path = str(tmp_path / "db")
+    a = MomentaryMemory("s", path=path, embedders=[FakeEmbedder()])
+    b = MomentaryMemory("s", path=path, embedders=[FakeEmbedder()])
+    a.add("from a")
+    a.close()
+    b.add("from b")
+    assert [t.text for t in b.turns()] == ["from a", "from b"]
+    b.close()
+
+
+def test_meve_is_a_context_manager_and_drops_the_collection_it_created():
+    with MeVe.from_texts(["alpha beta", "gamma delta"], embedder=FakeEmbedder(), scorer=FakeScorer()) as m:
+        assert m.run("alpha").documents
+        name = m.store.collection.name
+    assert name not in {c.name for c in chroma_client().list_collections()}  # in-memory clients share one store
+    with pytest.raises(StoreError, match="was closed"):
+        m.run("alpha")
