@@ -95,7 +95,8 @@ class MeVeRetriever(BaseRetriever):
         ids = [str(d.id or d.metadata.get("id") or i) for i, d in enumerate(documents)]
         store.remember(ids, documents)
         lexical = LexicalIndex(ids, [d.page_content for d in documents], bm25_backend)
-        return cls(meve=MeVe(store, lexical, config=config, embedder=store.embedder, scorer=scorer, token_counter=token_counter), k=k)
+        meve = MeVe(store, lexical, config=config, embedder=store.embedder, scorer=scorer, token_counter=token_counter, query_encoder=store.embed_query)
+        return cls(meve=meve, k=k)
 
     def _emit(self, run_manager: CallbackManagerForRetrieverRun) -> Any:
         child = run_manager.get_child()
@@ -131,14 +132,19 @@ class _LangChainEmbedder:
         self.name = type(embeddings).__name__
 
     def encode(self, texts: Sequence[str]) -> Any:
-        import numpy as np
+        """Passages, always through ``embed_documents`` (asymmetric models embed queries differently)."""
+        return _unit(self.embeddings.embed_documents(list(texts)))
 
-        if len(texts) == 1:
-            vecs = np.asarray([self.embeddings.embed_query(texts[0])], dtype=np.float32)
-        else:
-            vecs = np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        return vecs / np.where(norms == 0, 1.0, norms)
+    def encode_query(self, text: str) -> Any:
+        return _unit([self.embeddings.embed_query(text)])[0]
+
+
+def _unit(rows: Any) -> Any:
+    import numpy as np
+
+    vecs = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    return vecs / np.where(norms == 0, 1.0, norms)
 
 
 class LangChainVectorStore:
@@ -151,17 +157,29 @@ class LangChainVectorStore:
         if getattr(vectorstore, "embeddings", None) is None:
             raise TypeError(f"{type(vectorstore).__name__} exposes no .embeddings; MeVe needs them for the query and redundancy checks")
         self.vectorstore = vectorstore
-        self.embedder = CachedEmbedder(_LangChainEmbedder(vectorstore.embeddings))
+        self._query = _LangChainEmbedder(vectorstore.embeddings)
+        self.embedder = CachedEmbedder(self._query)
         self._docs: dict[str, Document] = {}
+
+    def embed_query(self, query: str) -> Any:
+        """The query through the user's ``embed_query`` (not cached: each query is new)."""
+        return self._query.encode_query(query)
 
     def remember(self, ids: Sequence[str], documents: Sequence[Document]) -> None:
         self._docs.update(zip(ids, documents, strict=True))
 
-    def _passage(self, pid: str, doc: Document, sim: float | None) -> Passage:
+    def _passages(self, hits: Sequence[tuple[str, Document]]) -> list[Passage]:
+        """Passages with their embeddings: one ``embed_documents`` call for the texts this process has
+        not embedded yet (cached by text), so a repeated passage costs the user's embeddings nothing."""
         import numpy as np
 
-        emb = self.embedder.encode([doc.page_content])[0]
-        return Passage(id=pid, text=doc.page_content, metadata={k: v for k, v in doc.metadata.items() if k != "id"}, dense_score=sim, embedding=np.asarray(emb))
+        if not hits:
+            return []
+        vecs = self.embedder.encode([doc.page_content for _, doc in hits])
+        return [
+            Passage(id=pid, text=doc.page_content, metadata={k: v for k, v in doc.metadata.items() if k != "id"}, embedding=np.asarray(vec))
+            for (pid, doc), vec in zip(hits, vecs, strict=True)
+        ]
 
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Any], embeddings: Any) -> None:
         docs = [Document(page_content=t, metadata=dict(m or {}), id=i) for i, t, m in zip(ids, texts, metadatas, strict=True)]
@@ -172,15 +190,12 @@ class LangChainVectorStore:
         import numpy as np
 
         hits = self.vectorstore.similarity_search_by_vector(list(map(float, vector)), k=k)
-        out = []
-        for doc in hits:
-            pid = str(doc.id or doc.metadata.get("id"))
-            p = self._passage(pid, doc, None)
-            out.append(p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))))
+        passages = self._passages([(str(doc.id or doc.metadata.get("id")), doc) for doc in hits])
+        out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in passages]
         return sorted(out, key=lambda p: -(p.dense_score or 0.0))
 
     def get(self, ids: Sequence[str]) -> list[Passage]:
-        return [self._passage(i, self._docs[i], None) for i in ids if i in self._docs]
+        return self._passages([(i, self._docs[i]) for i in ids if i in self._docs])
 
     def documents(self) -> tuple[list[str], list[str]]:
         return list(self._docs), [d.page_content for d in self._docs.values()]

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -105,8 +105,12 @@ class MeVe:
         scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         hierarchy: Hierarchy | None = None,
+        query_encoder: Callable[[str], np.ndarray] | None = None,
     ) -> None:
+        """``query_encoder``: how a query is embedded when it differs from ``embedder.encode`` (an
+        asymmetric model's query side, e.g. LangChain's ``embed_query``)."""
         self.store = store
+        self._query_encoder = query_encoder
         self.hierarchy = hierarchy
         self.lexical = lexical
         self.config = config if config is not None else MeVeConfig()
@@ -292,6 +296,8 @@ class MeVe:
         return li.embed_and_cache(texts) if li is not None else self.embedder.encode(texts)
 
     def _embed_query(self, query: str, verify: bool = False) -> np.ndarray:
+        if self._query_encoder is not None:
+            return np.asarray(self._query_encoder(query), dtype=np.float32)
         li = self._shared_late_interaction(verify)
         vec = li.embed_query(query) if li is not None else self.embedder.encode([query])[0]
         return np.asarray(vec, dtype=np.float32)

@@ -4,7 +4,7 @@ The only fake is the chat model (no LLM runs offline), named as such."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langchain_core.documents import Document
@@ -95,19 +95,32 @@ def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_
     from langchain_core.embeddings import Embeddings
 
     class MiniLMEmbeddings(Embeddings):
+        """Real MiniLM behind LangChain's interface, recording which side embedded what."""
+
+        documents: ClassVar[list[str]] = []
+        queries: ClassVar[list[str]] = []
+
         def embed_documents(self, texts):
+            self.documents.extend(texts)
             return minilm.encode(texts).tolist()
 
         def embed_query(self, text):
+            self.queries.append(text)
             return minilm.encode([text])[0].tolist()
 
     docs = [Document(page_content=p["text"], metadata={"title": p["title"]}, id=p["id"]) for p in demo_corpus()["passages"]]
     store = Chroma(collection_name="lcdocs", embedding_function=MiniLMEmbeddings(), persist_directory=chroma_dir)
     store.add_documents(docs, ids=[d.id for d in docs])
     r = MeVeRetriever.from_vectorstore(store, docs, scorer=BiEncoderScorer(minilm))
-    got = r.invoke("How do pneumatic tyres make cycling more comfortable?", t_max=200)
+    question = "How do pneumatic tyres make cycling more comfortable?"
+    MiniLMEmbeddings.documents.clear()
+    got = r.invoke(question, t_max=200)
     ids = [d.id for d in got]
     assert ids[0] == "dunlop" and "dunlop-dup" not in ids
+    # The query goes through embed_query, passages only through embed_documents, each text once.
+    assert question in MiniLMEmbeddings.queries and question not in MiniLMEmbeddings.documents
+    embedded = len(MiniLMEmbeddings.documents)
+    assert embedded and r.invoke(question, t_max=200) and len(MiniLMEmbeddings.documents) == embedded
     fb = r.invoke("Campagnolo", k_init=2, tau=0.99, fallback_tau=0.0)  # plumbing test: the cosine verifier would reject the hit
     assert "derailleur-history" in [d.id for d in fb]
 
