@@ -2,6 +2,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +77,48 @@ def chroma_dir(tmp_path):
     d = tmp_path / "chroma"
     yield str(d)
     shutil.rmtree(d, ignore_errors=True)
+
+
+# A real `chroma run` server on 127.0.0.1 for client/server and multi-process tests.
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_SERVERS: dict[int, subprocess.Popen] = {}
+
+
+def _stop_server(port: int) -> None:
+    proc = _SERVERS[port]
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture()
+def chroma_server(tmp_path):
+    exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    import chromadb
+    from chromadb.config import Settings
+
+    client = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            client = chromadb.HttpClient(host="127.0.0.1", port=port, settings=Settings(anonymized_telemetry=False))
+            client.heartbeat()
+            break
+        except Exception:
+            client = None
+            time.sleep(0.5)
+    if client is None:
+        proc.kill()
+        pytest.fail("the chroma server did not start within 60 s")
+    _SERVERS[port] = proc
+    yield client
+    proc.terminate()
+    proc.wait(timeout=20)

@@ -61,21 +61,43 @@ def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[l
 
 
 class LexicalIndex:
-    """BM25 over the store's passages, addressed by passage id."""
+    """BM25 over the store's passages, addressed by passage id (thread-safe)."""
 
     def __init__(self, ids: Sequence[str], texts: Sequence[str], backend: str = "bm25s") -> None:
         self.backend_name = backend
         self.ids: list[str] = list(ids)
+        self._known = set(self.ids)
         self.backend: BM25Backend = make_bm25(backend, texts)
+        self._lock = threading.Lock()
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self.ids.extend(ids)
-        self.backend.add(texts)
+        with self._lock:
+            fresh = [(i, t) for i, t in zip(ids, texts, strict=True) if i not in self._known]
+            self.ids.extend(i for i, _ in fresh)
+            self._known.update(i for i, _ in fresh)
+            self.backend.add([t for _, t in fresh])
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        if not self.ids or k <= 0:
-            return []
-        return [(self.ids[i], s) for i, s in top_k(self.backend.get_scores(query), k)]
+        with self._lock:
+            if not self.ids or k <= 0:
+                return []
+            return [(self.ids[i], s) for i, s in top_k(self.backend.get_scores(query), k)]
+
+    def catch_up(self, store: ChromaStore) -> int:
+        """Passages other handles or processes (app replicas) added to the collection since this
+        index last looked: one ``count()``, and only on a difference the rows after the ones known
+        (Chroma returns rows in the order it stored them; a full id scan if that does not add up).
+        Returns how many were added."""
+        total = store.count()
+        known = len(self.ids)
+        if total <= known:
+            return 0
+        ids, texts = store.documents(offset=known)
+        self.add(ids, texts)
+        if len(self.ids) < total:
+            ids, texts = store.documents()
+            self.add(ids, texts)
+        return len(self.ids) - known
 
 
 def check_embedder(collection: Any, embedder: Embedder) -> None:
@@ -344,6 +366,7 @@ class MeVe:
         """Dense and BM25 top-k fused by reciprocal rank and cut to k; BM25-only hits are read from
         the store with their embeddings and scored by cosine like the rest."""
         assert self.store is not None
+        self._catch_up()
         lexical = self.lexical.search(query, k)
         fused = rrf({"dense": [p.id for p in dense], "bm25": [pid for pid, _ in lexical]})
         order = sorted(fused, key=lambda pid: -fused[pid])[:k]
@@ -364,8 +387,14 @@ class MeVe:
         info = {"k_init": cfg.k_init, "mode": "hierarchical", "documents": [d.id for d, _ in chosen], "doc_scores": [round(s, 4) for _, s in chosen]}
         return candidates, hierarchy.search, info
 
+    def _catch_up(self) -> None:
+        # Only the lexical side needs it: dense search asks Chroma, which every replica writes to.
+        if isinstance(self.store, ChromaStore):
+            self.lexical.catch_up(self.store)
+
     def _lexical_search(self, query: str, k: int) -> list[Passage]:
         assert self.store is not None
+        self._catch_up()
         hits = self.lexical.search(query, k)
         fetched = {p.id: p for p in self.store.get([pid for pid, _ in hits])}
         return [fetched[pid].with_(bm25_score=s) for pid, s in hits if pid in fetched]

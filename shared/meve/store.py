@@ -318,10 +318,10 @@ class ChromaStore:
         by_id = {p.id: p for p in self._passages(res["ids"], res["documents"], res["metadatas"], res["embeddings"], None)}
         return [by_id[i] for i in ids if i in by_id]
 
-    def documents(self, page: int = 5000) -> tuple[list[str], list[str]]:
+    def documents(self, page: int = 5000, offset: int = 0) -> tuple[list[str], list[str]]:
+        """Every passage's id and text from ``offset`` on, in the order Chroma stored them."""
         ids: list[str] = []
         texts: list[str] = []
-        offset = 0
         while True:
             res = self._call("read passages", self.collection.get, include=["documents"], limit=page, offset=offset)
             if not res["ids"]:

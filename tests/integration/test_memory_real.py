@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from meve import MemoryConfig, MomentaryMemory
+from tests.conftest import _SERVERS, _stop_server
 
 pytestmark = pytest.mark.integration
 
@@ -48,50 +47,6 @@ def test_real_minilm_recalls_the_relevant_turn_under_budget(minilm, chroma_dir):
     assert mem.token_counter.count(ctx.text) == ctx.token_count <= 60  # the rendered text, counted
     again = MomentaryMemory("alice", path=chroma_dir, embedders=[minilm], config=MemoryConfig(top_k=2, l_max=60))
     assert again.reconstruct("Can you suggest a dinner recipe for tonight? Remember my allergy.").turns == ctx.turns
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-_SERVERS: dict[int, subprocess.Popen] = {}
-
-
-def _stop_server(port: int) -> None:
-    proc = _SERVERS[port]
-    proc.terminate()
-    proc.wait(timeout=20)
-
-
-@pytest.fixture()
-def chroma_server(tmp_path):
-    exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [exe, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    import chromadb
-    from chromadb.config import Settings
-
-    client = None
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            client = chromadb.HttpClient(host="127.0.0.1", port=port, settings=Settings(anonymized_telemetry=False))
-            client.heartbeat()
-            break
-        except Exception:
-            client = None
-            time.sleep(0.5)
-    if client is None:
-        proc.kill()
-        pytest.fail("the chroma server did not start within 60 s")
-    _SERVERS[port] = proc
-    yield client
-    proc.terminate()
-    proc.wait(timeout=20)
 
 
 def test_same_api_against_a_real_chroma_server(minilm, chroma_server):
