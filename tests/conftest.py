@@ -51,7 +51,15 @@ def _tiny_bert(path, num_labels):
         max_position_embeddings=512,
         num_labels=num_labels,
     )
-    BertForSequenceClassification(cfg).save_pretrained(path)
+    import torch
+
+    torch.manual_seed(num_labels)
+    model = BertForSequenceClassification(cfg)
+    if num_labels > 1:
+        # Random heads give logits near 0, where softmax and sigmoid agree to 1e-3; spread them apart.
+        with torch.no_grad():
+            model.classifier.bias.copy_(torch.linspace(-1.5, 1.5, num_labels))
+    model.save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
 

@@ -66,9 +66,9 @@ class MeVeConfig:
     k_init: candidates from the dense kNN search (phase 1).
     candidates: "dense" (the paper's kNN) or "hybrid": the dense top k_init and the BM25 top
         k_init fused by reciprocal rank, cut to k_init, so the verifier scores as many pairs.
-    tau: relevance threshold on the verifier's [0, 1] scale (phase 2). For the
-        cross-encoder this is its sigmoid probability; the offline bi-encoder
-        verifier is calibrated so that 0.5 is its own recommended cut too.
+    tau: relevance threshold on the verifier's [0, 1] scale (phase 2): a cross-encoder's
+        sigmoid (or softmax) probability, the default verifier's calibrated P(relevant).
+        The default 0.3 works with the default ratio cut, which trims each query to its head.
     cut: a per-query cut beside tau (phase 2): "gap" keeps only the candidates above the
         largest drop in this query's sorted scores (Adaptive-k), "ratio" those scoring
         >= cut_ratio x the best; "none" leaves tau alone. Works with any verifier.
@@ -103,9 +103,10 @@ class MeVeConfig:
 
     k_init: int = 20
     candidates: Candidates = "dense"
-    tau: float = 0.5
-    cut: Cut = "none"
-    cut_ratio: float = 0.5
+    # tau 0.3 with cut "ratio" at 0.8: chosen on dev data (BENCHMARKS.md, "Minimal context").
+    tau: float = 0.3
+    cut: Cut = "ratio"
+    cut_ratio: float = 0.8
     n_min: int = 3
     fallback_k: int = 5
     fallback_tau: float = 0.1

@@ -31,7 +31,9 @@ def test_run_records_every_phase_with_tokens_and_reasons():
     assert [rec.phase for rec in r.trace] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
     verify = r.phase("verify")
     assert verify.info["verifier"] == "fake-overlap" and verify.info["pairs_scored"] == 6
-    assert all("< tau 0.5" in d.reason for d in verify.dropped)
+    # Below tau, or above it but outside the default ratio cut's head (< 0.8 x the best score).
+    assert all(("< tau 0.5" in d.reason) == (d.score < 0.5) for d in verify.dropped)
+    assert all("outside the head" in d.reason for d in verify.dropped if d.score >= 0.5)
     prio = r.phase("prioritise")
     assert [d.id for d in prio.dropped] == ["doc-1"] and "near-duplicate of doc-0" in prio.dropped[0].reason
     assert r.token_count <= 100 and r.token_count == m.token_counter.count(r.context)
