@@ -167,8 +167,9 @@ def pack_budget(candidates: Sequence[Passage], token_counts: Sequence[int], t_ma
     return PhaseOutput(tuple(kept), tuple(dropped), {"packed_tokens": used})
 
 
-# A sentence that opens with one of these leans on the one before it for its subject.
-ANAPHOR = re.compile(r"^\W*(he|she|it|they|him|her|his|hers|its|their|theirs|them|this|these|those|that|such|the latter|the former)\b", re.IGNORECASE)
+# A sentence holding a third-person pronoun, or opening with a demonstrative, leans on the one
+# before it for its subject.
+ANAPHOR = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|theirs|them)\b|^\W*(this|these|those|that|such|the latter|the former)\b", re.IGNORECASE)
 GAP_MARK = " … "
 
 
@@ -178,8 +179,8 @@ def prune_sentences(
     """Sentence-level evidence pruning inside each kept passage.
 
     A passage keeps its best sentence and every sentence scoring >= ``ratio`` x that best, plus,
-    for a kept sentence that opens with a pronoun or demonstrative (:data:`ANAPHOR`), the sentences
-    before it back to one that does not, so its subject stays in view. Sentences are never split;
+    for a kept sentence that holds a third-person pronoun or opens with a demonstrative
+    (:data:`ANAPHOR`), the sentences before it back to one that does not, so its subject stays in view. Sentences are never split;
     kept runs keep their order and original text, and non-adjacent runs are joined by
     :data:`GAP_MARK`. Each removed sentence is recorded as ``"<id>@<start>-<end>"`` with its score.
     """
@@ -198,7 +199,7 @@ def prune_sentences(
         keep = {i for i, s in enumerate(sc) if s >= ratio * best} | {int(np.argmax(sc))}
         for i in sorted(keep):
             j = i
-            while j > 0 and ANAPHOR.match(cand.text[sp[j][0] : sp[j][1]]):
+            while j > 0 and ANAPHOR.search(cand.text[sp[j][0] : sp[j][1]]):
                 j -= 1
                 if j not in keep:
                     keep.add(j)

@@ -152,3 +152,12 @@ def test_prune_leaves_single_sentence_and_fully_kept_passages_untouched():
     assert out.kept == (one, full) and out.dropped == ()
     with pytest.raises(ValueError, match="2 scores for 5 sentences"):
         prune_sentences((full,), [sentences(TEXT)], [[0.1, 0.2]], ratio=0.5)
+
+
+def test_prune_keeps_the_sentence_before_a_pronoun_anywhere_in_a_kept_sentence():
+    text = "Dunlop was a vet in Belfast. Rain fell. In 1888 his son rode a tricycle. Cats sleep."
+    sp = sentences(text)
+    out = prune_sentences((Passage(id="d", text=text),), [sp], [[0.1, 0.1, 0.9, 0.1]], ratio=0.5)
+    # "his" pulls in "Rain fell." (no pronoun), and the walk stops there: the subject is one sentence further back.
+    assert out.kept[0].text == "Rain fell. In 1888 his son rode a tricycle."
+    assert out.info["kept_for_context"] == 1
