@@ -62,6 +62,16 @@ class DiskCachedEmbedder:
         with self._lock:
             return np.stack([self._rows[self._index[k]] for k in keys]) if keys else np.zeros((0, self.dimension), np.float32)
 
+    def put(self, texts: Sequence[str], vecs: np.ndarray) -> None:
+        """Vectors of ``texts`` computed elsewhere by the same model (a forward pass that also gave token vectors)."""
+        with self._lock:
+            for text, v in zip(texts, vecs, strict=True):
+                key = hashlib.sha1(text.encode()).hexdigest()
+                if key not in self._index:
+                    self._index[key] = len(self._rows)
+                    self._rows.append(np.asarray(v, dtype=np.float32))
+                    self._dirty = True
+
     def save(self) -> None:
         with self._lock:
             if not self._dirty:

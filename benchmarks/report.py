@@ -56,6 +56,26 @@ def _plots(res: dict[str, Any]) -> list[str]:
         fig.tight_layout()
         fig.savefig(RESULTS / "pareto_hotpotqa.png", dpi=120)
         made.append("pareto_hotpotqa.png")
+    mn = res.get("minimal")
+    if mn:
+        fig, axes = plt.subplots(1, len(mn["datasets"]), figsize=(11, 4))
+        for ax, (name, d) in zip(axes, mn["datasets"].items(), strict=True):
+            t = d["test"]
+            for sysname, rows in t["sweeps"].items():
+                pts = sorted(rows, key=lambda r: r["tokens"])
+                ax.plot([r["tokens"] for r in pts], [r["answer_in_context"] for r in pts], ".-", label=sysname)
+            g = sorted(t["meve_grid"], key=lambda r: r["tokens"])
+            ax.plot([r["tokens"] for r in g], [r["answer_in_context"] for r in g], "s:", color="black", label="MeVe, pruning sweep")
+            mv = t["meve_default"]
+            ax.plot([mv["tokens"]], [mv["answer_in_context"]], "*", color="red", markersize=16, label="MeVe default")
+            ax.set_xscale("log")
+            ax.set_xlabel("mean context tokens (test)")
+            ax.set_ylabel("answer-in-context rate")
+            ax.set_title(f"{NAMES[name]} test")
+            ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(RESULTS / "pareto_minimal.png", dpi=120)
+        made.append("pareto_minimal.png")
     mt = res.get("memory_tuning")
     if mt:
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -108,30 +128,141 @@ def _pairs_note(row: dict[str, Any]) -> str:
         f"(the ensemble's union of vector and BM25 hits), LlamaIndex {row['llamaindex_pairs_p50']:g}; model time is almost all of each query."
     )
     if row.get("meve_fallback_rate", 0) > 0.5:
-        note += (
-            f" MeVe's BM25 fallback ran on {row['meve_fallback_rate']:.0%} of queries because the random-head cross-encoder passes nothing at tau 0.5, "
-            "and meve scores the fallback additions too; with a trained cross-encoder that passes n_min candidates, MeVe scores k_init pairs only."
-        )
+        note += f" MeVe's BM25 fallback ran on {row['meve_fallback_rate']:.0%} of queries, and meve scores the fallback's additions too."
     return note
 
 
-def _verification_why(arms: dict[str, Any]) -> str:
-    """The reasons, read off the measured ratios rather than written in advance."""
-    why = []
-    ort = arms.get("onnxruntime_fp32")
-    if ort and ort["ratio_over_plain"] > 0.8:
-        why.append(f"onnxruntime runs the same graph at {ort['ratio_over_plain']:.2f}x of PyTorch on this CPU, so exporting buys little")
-    q8 = arms.get("onnxruntime_int8")
-    if q8 and q8["ratio_over_plain"] > 0.5:
-        why.append(f"int8 weights reach only {q8['ratio_over_plain']:.2f}x (this CPU has AVX2 but no VNNI)")
-    srt = arms.get("meve_sorted_batches")
-    if srt and srt["ratio_over_plain"] > 0.8:
-        why.append("length-sorting cannot cut padding when all candidates fit in one batch of 32 (it pays only with larger k_init)")
+def _verification_note() -> str:
     return (
-        "Why: " + "; ".join(why) + ". "
-        "A bi-encoder cascade (skip the cross-encoder where the outcome is certain) is not built: with random cross-encoder weights, "
-        "the only kind available offline, its agreement with a real cross-encoder cannot be measured."
+        "A bi-encoder cascade (skip the cross-encoder where the outcome is certain) is not built for the cross-encoder: "
+        "with random cross-encoder weights, the only kind available offline, its agreement with a real cross-encoder cannot be measured."
     )
+
+
+NAMES = {"hotpotqa": "HotpotQA", "squad": "SQuAD"}
+TARGETS = {"hotpotqa": 0.50, "squad": 0.40}  # token share of the reference allowed by issue 12
+
+
+def _minimal_targets(m: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, d in m["datasets"].items():
+        t = d["test"]
+        ref, mv = t["reference"], t["meve_default"]
+        share = mv["tokens"] / ref["tokens"]
+        if name == "hotpotqa":
+            ok = mv["answer_in_context"] >= ref["answer_in_context"] - 0.01 and share <= TARGETS[name]
+            goal = "within 1 point of its answer-in-context rate"
+        else:
+            ok = mv["answer_in_context"] >= ref["answer_in_context"] and share <= TARGETS[name]
+            goal = "at least its answer-in-context rate"
+        lines.append(
+            _target(
+                ok,
+                f"{NAMES[name]} test ({t['questions']} questions), MeVe default against {ref['system']}: answer-in-context {mv['answer_in_context']:.3f} vs {ref['answer_in_context']:.3f} "
+                f"({mv['answer_in_context'] - ref['answer_in_context']:+.3f}; target: {goal}) with {mv['tokens']:.0f} vs {ref['tokens']:.0f} tokens "
+                f"({share:.0%}; target <= {TARGETS[name]:.0%}).",
+            )
+        )
+    for name, d in m["datasets"].items():
+        above = d["test"]["default_above_envelope_by"]
+        worst = min(above, key=lambda k: above[k])
+        lines.append(
+            _target(
+                above[worst] >= 0,
+                f"{NAMES[name]} test: the MeVe default lies above every compared system's curve at its own token count "
+                f"(margin over each curve: {', '.join(f'{k} {v:+.3f}' for k, v in above.items())}).",
+            )
+        )
+    return lines
+
+
+def _minimal_section(m: dict[str, Any]) -> list[str]:
+    cfg = m["default"]["config"]
+    lines = [
+        f"## Minimal context: MeVe against the top-k frontier at equal tokens (`{m['command']}`)",
+        "",
+        *m["protocol"],
+        "",
+        f"MeVe settings tried on dev: {len(m['grid'])} (candidates x tau x adaptive cut x n_min x sentence pruning; t_max 512 is a ceiling). "
+        f"Chosen on dev: {', '.join(f'{k}={v!r}' for k, v in cfg.items())} "
+        f"({'meets' if m['default']['met_rule_on_both_dev_sets'] else 'does NOT meet'} the rule on both dev sets; mean dev token ratio {m['default']['dev_token_ratio']:.2f}).",
+        "Answer-in-context: a gold answer string occurs in the context (case-insensitive). ms p50: wall time per query with every",
+        "dense vector served from the benchmark's embedding cache for all systems. The MeVe default's row is the first pass over the",
+        "test questions and includes one MiniLM forward pass per query for the verifier's query token vectors; the sweep rows reuse them.",
+        "Plot: `benchmarks/results/pareto_minimal.png` (test curves; the MeVe default is the star).",
+        "",
+    ]
+    for name, d in m["datasets"].items():
+        t = d["test"]
+        lines += [
+            f"### {NAMES[name]}: dev {d['dev']['questions']} questions over {d['dev']['passages']} passages; test {t['questions']} questions over {t['passages']} passages",
+            "",
+            "Each system at its operating point chosen on dev (the rule above), reported on test:",
+            "",
+        ]
+        rows = [{"system": "MeVe default", "setting": "chosen on dev", **t["meve_default"]}]
+        rows.append({"system": "MeVe, the paper's phases (tau 0.5, no cut, no pruning)", "setting": "fixed", **t["meve_paper_settings"]})
+        rows.append(
+            {"system": f"reference: {t['reference']['system']}", "setting": "", **{k: v for k, v in t["reference"].items() if k not in ("system", "k")}}
+        )
+        for sysname, p in t["operating_points"].items():
+            rows.append(
+                {
+                    "system": sysname,
+                    "setting": ", ".join(f"{k}={v}" for k, v in p["chosen_on_dev"].items()),
+                    **{k: v for k, v in p["test"].items() if k not in p["chosen_on_dev"]},
+                }
+            )
+        rows.append({"system": "dense top-20, unfiltered (the paper's standard)", "setting": "", **t["dense_top20_unfiltered"]})
+        lines += _table(rows)
+        lines += [
+            f"MeVe default's verify phase p50: {t['verify_ms_p50']} ms (first pass). MeVe on test with the default's candidates, tau, cut and n_min and every",
+            "pruning setting tried (a sweep; nothing is picked here). Pronoun check: of the pruned passages whose kept text holds a third-person",
+            "pronoun, how many kept neither their first sentence nor their title (a proxy for a pronoun left without its subject).",
+            "",
+        ]
+        rows = []
+        for g in t["meve_grid"]:
+            pr = g.get("pronouns")
+            row = {k: v for k, v in g.items() if k != "pronouns"}
+            row["pronoun: passages / subject not in view"] = (
+                f"{pr['with_pronoun']} / {pr['subject_not_in_view']} ({pr['rate']:.0%})" if pr and pr["rate"] is not None else ""
+            )
+            rows.append(row)
+        lines += _table(rows)
+    pw = m["paper_wikipedia"]
+    lines += [
+        "### Beside the MeVe paper",
+        "",
+        "Mean context tokens, the paper's figures beside ours. Ours: the standard is dense top-20 unfiltered (the k_init candidates, as in the paper);",
+        "\"paper's phases\" is MeVe with tau 0.5, no adaptive cut and no pruning. What differs: the paper's verifier is a cross-encoder, ours the calibrated",
+        'late interaction; its Wikipedia subset and chunking are not published beyond "sentence groups", ours is 10 articles in <= 64-token groups with',
+        "three title questions each; its HotpotQA question set is not given, ours is the 500-question test set above.",
+        "",
+    ]
+    hp = m["datasets"]["hotpotqa"]["test"]
+    lines += _table(
+        [
+            {
+                "dataset": "Wikipedia",
+                "paper standard": 188.8,
+                "paper MeVe": 79.8,
+                "ours standard": pw["dense_top20_unfiltered"],
+                "ours, paper's phases": pw["meve_paper_settings"],
+                "ours, default": pw["meve_default"],
+            },
+            {
+                "dataset": "HotpotQA",
+                "paper standard": 308.6,
+                "paper MeVe": 78.5,
+                "ours standard": hp["dense_top20_unfiltered"]["tokens"],
+                "ours, paper's phases": hp["meve_paper_settings"]["tokens"],
+                "ours, default": hp["meve_default"]["tokens"],
+            },
+        ]
+    )
+    lines += [pw["dataset"] + ".", ""]
+    return lines
 
 
 def _verifier_section(v: dict[str, Any]) -> list[str]:
@@ -352,41 +483,18 @@ def write() -> None:
         f"Machine: {mach.get('cpu', '?')} ({mach.get('cpu_count', '?')} cores), Python {mach.get('python')}, torch {mach.get('torch')}, "
         f"chromadb {mach.get('chromadb')}; CPU only: no GPU was lent to this task, so absolute times are indicative and ratios matter.",
         "",
-        "No pretrained cross-encoder can be had offline here. meve's default verifier is now calibrated late interaction",
-        '(section "Verifier"). The quality, hierarchical and memory sections were measured before it became the default and',
-        "use the cosine verifier (named in each section) until they are rerun; speed figures use a cross-encoder of the exact",
+        "No pretrained cross-encoder can be had offline here. meve's default verifier is calibrated late interaction",
+        '(section "Verifier"); the minimal-context section uses it. The HotpotQA/Wikipedia quality tables and the hierarchical',
+        "section were measured before it became the default and use the cosine verifier (named in each); speed figures use a cross-encoder of the exact",
         "ms-marco-MiniLM-L-6-v2 architecture (MiniLM-L6 encoder, random head) for every system, so they measure time, not quality.",
         "",
         "## Targets",
         "",
     ]
     q, w, s = res.get("quality_hotpotqa"), res.get("quality_wikipedia"), res.get("speed")
-    if q:
-        t = q["table"]["meve"]
-        lines.append(
-            _target(
-                t["token_ratio_vs_standard"] <= 0.25 and t["para_recall_vs_standard"] >= 0.95,
-                f"HotpotQA, default MeVe (t_max 512): {t['token_ratio_vs_standard']:.0%} of the tokens of {q['standard']} (target <= 25%) with {t['para_recall_vs_standard']:.0%} of its supporting-paragraph recall (target >= 95%).",
-            )
-        )
-        std = {p["k"]: p for p in q["pareto"]["standard"]}
-        ref = std[5]
-        lines.append(
-            f"  Against dense top-5 instead: {t['token_ratio_vs_top5']:.0%} of its tokens with {t['para_recall_vs_top5']:.0%} of its supporting-paragraph recall."
-        )
-        ok = [p for p in q["pareto"]["meve"] if p["tokens"] <= 0.25 * ref["tokens"]]
-        best = max(ok, key=lambda p: p["para_recall"]) if ok else None
-        if best:
-            lines.append(
-                f"  Best MeVe point within 25% of top-5's tokens: tau {best['tau']}, t_max {best['t_max']}: {best['tokens']:.0f} tokens, recall {best['para_recall']:.3f} vs top-5's {ref['para_recall']:.3f} ({best['para_recall'] / ref['para_recall']:.0%}). Why it falls short: a 25% budget holds about one HotpotQA paragraph, while each question needs two, and the offline verifier cannot tell supporting paragraphs from the deliberately similar distractors (see the calibration in README)."
-            )
-    if w:
-        lines.append(
-            _target(
-                w["token_ratio_vs_standard"] <= 0.43,
-                f"Wikipedia: MeVe uses {w['token_ratio_vs_standard']:.0%} of the tokens of {w['standard']} (target <= 43%); {w['token_ratio_vs_top5']:.0%} of dense top-5's.",
-            )
-        )
+    # Token ratios against an unfiltered top-20 held by construction (t_max 512 against about 2,600 tokens): retired (issue 12).
+    if res.get("minimal"):
+        lines += _minimal_targets(res["minimal"])
     mt = res.get("memory_tuning")
     if mt:
         t512 = mt["test"]["512"]
@@ -410,7 +518,7 @@ def write() -> None:
             _target(
                 best is not None and ok[best]["ratio_over_plain"] <= 0.5,
                 f"Verification cost against a plain CrossEncoder.predict on the same {v['pairs_per_query']} pairs ({v['plain_predict_ms_p50']:.0f} ms p50): {tried}; target <= 0.5x at >= 95% agreement. "
-                + _verification_why(arms),
+                + _verification_note(),
             )
         )
         rows = s["race"]["rows"]
@@ -431,13 +539,7 @@ def write() -> None:
             _target(
                 big["meve_overhead_ms_p50"] <= 10 and big["passages"] >= 100_000,
                 f"meve's own overhead (wall time of MeVeRetriever.invoke minus cross-encoder time) at {big['passages']:,} passages: {big['meve_overhead_ms_p50']:.1f} ms p50 (target <= 10 ms at 100k)."
-                + (
-                    ""
-                    if big["meve_overhead_ms_p50"] <= 10
-                    else " Why: this is wall time through LangChain's retriever (callback manager, Document conversion) on top of the core "
-                    "(Chroma's HNSW query, token counting, the redundancy check), and the fallback's BM25 lookup and fetch ran on every query here because "
-                    "the random-head cross-encoder passes nothing. Not split by component; left for a later change."
-                ),
+                + ("" if big["meve_overhead_ms_p50"] <= 10 else " Not split by component, so no cause is given here."),
             )
         )
     lines.append("")
@@ -522,7 +624,7 @@ def write() -> None:
             ]
     if s:
         lines += [
-            f"## Speed, one process, same models (`{s['command']}`)",
+            f"## Speed, one process, same models (`{s.get('race_command', s['command'])}`)",
             "",
             f"Cross-encoder: {s['race']['cross_encoder']}; k = {s['race']['k']}; {s['race']['queries']} HotpotQA questions per size.",
             "MeVe: langchain_meve.MeVeRetriever (defaults: k_init = k, t_max 512), timed through invoke().",
@@ -532,14 +634,20 @@ def write() -> None:
             "",
         ]
         lines += _table(s["race"]["rows"])
-        lines += ["BM25 backends:", ""] + _table(s["bm25"])
+        lines += [
+            f"BM25 backends (`{s.get('bm25_command', s['command'])}`): build, query, and a live corpus (one passage added, then a query). "
+            'meve\'s default is `incremental` (README, "Dependencies beyond the named ones").',
+            "",
+        ] + _table(s["bm25"])
         v = s["verification"]
         lines += [
-            f"Verification cost (`{s['command']}`; {v['pairs_per_query']} candidate pairs per query, {v.get('queries', 20)} queries; plain CrossEncoder.predict p50 {v['plain_predict_ms_p50']} ms; "
+            f"Verification cost (`{s.get('verification_command', s['command'])}`; {v['pairs_per_query']} candidate pairs per query, {v.get('queries', 20)} queries; plain CrossEncoder.predict p50 {v['plain_predict_ms_p50']} ms; "
             f"agreement threshold: {v.get('agreement_threshold', 'tau')}):",
             "",
         ]
         lines += _table([{"arm": a, **r} for a, r in v["arms"].items()])
+    if res.get("minimal"):
+        lines += _minimal_section(res["minimal"])
     if res.get("verifier"):
         lines += _verifier_section(res["verifier"])
     if res.get("unanswerable"):

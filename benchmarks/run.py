@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("verifier", "unanswerable", "startup", "quality", "hierarchical", "memory", "memory_speed", "speed", "race")
+SECTIONS = ("verifier", "minimal", "unanswerable", "startup", "quality", "hierarchical", "memory", "memory_speed", "speed", "bm25", "race")
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     mode.add_argument("--quick", action="store_true", help="small slices (default)")
     mode.add_argument("--full", action="store_true", help="every dataset and size")
     parser.add_argument("--data", help="folder holding hotpotqa/, wikipedia/, locomo/ (default ../shared/data)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (race: the speed race alone)")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (bm25, race: those parts of speed alone)")
     parser.add_argument(
         "--race-sizes",
         help="comma-separated corpus sizes for the race (default 1000,10000,100000 with --full); "
@@ -59,6 +59,10 @@ def main() -> None:
         from benchmarks import verifier
 
         save("verifier", verifier.run(data, full))
+    if "minimal" in only:
+        from benchmarks import minimal
+
+        save("minimal", minimal.run(data, limit=None if full else 30))  # tuned on dev halves, reported on test halves
     if "unanswerable" in only:
         from benchmarks import unanswerable
 
@@ -97,21 +101,34 @@ def main() -> None:
                 "rss": memory_speed.query_rss(5_000 if full else 1_000, checkpoints=(1_000, 2_500, 5_000) if full else (500, 1_000)),
             },
         )
-    if "speed" in only or "race" in only:
+    if "speed" in only or "race" in only or "bm25" in only:
         from benchmarks import speed
 
         previous = json.loads((RESULTS / "speed.json").read_text()) if (RESULTS / "speed.json").exists() else {}
-        payload = {k: previous[k] for k in ("bm25", "verification", "race") if k in previous}
-        if "speed" in only:
+        # Each part keeps the command (and so the date) it was measured with.
+        parts = ("bm25", "verification", "race")
+        payload = {k: previous[k] for k in parts if k in previous}
+        # Before per-part commands were kept, only the speed section (make bench, --only speed) measured bm25 and verification.
+        before = {"bm25": "make bench (--only speed)", "verification": "make bench (--only speed)", "race": previous.get("command")}
+        payload.update({f"{k}_command": previous.get(f"{k}_command", before[k]) for k in parts if k in previous})
+        if "speed" in only or "bm25" in only:
             payload["bm25"] = speed.bm25_backends(data, [1_000, 10_000, 100_000] if full else [1_000, 10_000])
+            payload["bm25_command"] = command
+        if "speed" in only:
             payload["verification"] = speed.verification_cost(data, n_queries=20 if full else 5)
+            payload["verification_command"] = command
+        if "speed" in only or "bm25" in only:
             save("speed", payload)  # the race below takes longest: keep what is measured so far
+        if "speed" not in only and "race" not in only:
+            report.write()
+            return
         sizes = [int(x) for x in args.race_sizes.split(",")] if args.race_sizes else ([1_000, 10_000, 100_000] if full else [1_000])
         race = speed.race(data, sizes, n_queries=20 if full else 5)
         kept = [r for r in payload.get("race", {}).get("rows", []) if r["passages"] not in sizes]
         race["rows"] = sorted(kept + race["rows"], key=lambda r: r["passages"])
         race["not_run"] = sorted(n for n in [1_000, 10_000, 100_000] if n not in {r["passages"] for r in race["rows"]})
         payload["race"] = race
+        payload["race_command"] = command
         save("speed", payload)
     report.write()
     print(f"done in {time.perf_counter() - t0:.0f}s; BENCHMARKS.md regenerated", flush=True)

@@ -1,0 +1,425 @@
+"""Minimal context (issue 12): is MeVe's context as small as its evidence, at equal tokens?
+
+Tuning uses dev data only: the HotpotQA 103 file minus every question also in the 500,
+and the "tune" half of the SQuAD v1.1 dev articles. Every reported figure uses test
+data: HotpotQA 500, and the other half of the SQuAD dev articles as an open-retrieval
+task (all paragraphs of those articles in one corpus; the gold answer strings give
+answer-in-context).
+
+Each system's operating point is chosen on dev by one rule, fixed before measuring: its
+cheapest setting (fewest mean tokens) whose dev answer-in-context rate is within 1 point of
+the dataset's reference (dense top-5 on HotpotQA, dense top-3 on SQuAD, as the targets name
+them). MeVe's default is one setting for both datasets: among those meeting the rule on both
+dev sets, the one with the smallest mean token ratio to the references.
+
+    python -m benchmarks.run --only minimal [--data DIR]
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import CACHE, embedder, pct, squad, squad_dev_split
+from meve import MeVe, get_token_counter
+from meve.chunking import chunk_text, sentence_spans
+from meve.fusion import rrf
+from meve.records import ContextResult
+from meve.verifier import LateInteractionScorer, TokenVectorCache, text_key
+
+SEP = "\n\n"
+PRONOUN = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|them)\b", re.IGNORECASE)
+
+# The MeVe settings tried on dev; t_max 512 is the ceiling throughout. prune="embedder" is not in
+# the grid: it runs MiniLM over every kept sentence per query (130+ ms p50 on this CPU in a first run).
+GRID: list[dict[str, Any]] = [
+    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": ratio, "n_min": n_min, "prune": prune, "prune_ratio": pr}
+    for cand, tau, (cut, ratio), n_min, (prune, pr) in itertools.product(
+        ["dense", "hybrid"],
+        [0.1, 0.3, 0.5],
+        [("none", 0.5), ("gap", 0.5), ("ratio", 0.8)],
+        [1, 3],
+        [("none", 0.5), ("verifier", 0.3), ("verifier", 0.5), ("verifier", 0.7)],
+    )
+]
+PAPER = {"candidates": "dense", "tau": 0.5, "cut": "none", "n_min": 3, "prune": "none"}  # the MeVe paper's phases, t_max 512
+
+
+# -- data ---------------------------------------------------------------------------------
+Question = dict[str, Any]  # question, answers, and for HotpotQA sup_sents
+
+
+def _hotpot_questions(raw: list[dict[str, Any]]) -> list[Question]:
+    out = []
+    for q in raw:
+        ctx = {t: s for t, s in q["context"]}
+        sents = [ctx[t][i] for t, i in q["supporting_facts"] if t in ctx and i < len(ctx[t])]
+        out.append({"id": q["_id"], "question": q["question"], "answers": [str(q["answer"])], "sup_sents": sents})
+    return out
+
+
+def _hotpot_corpus(raw: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    paras: dict[str, str] = {}
+    for q in raw:
+        for title, sents in q["context"]:
+            paras.setdefault(title, f"{title}: {' '.join(sents)}")  # as benchmarks.quality builds it (cached embeddings)
+    return list(paras), list(paras.values())
+
+
+def hotpot_sets(data: Path) -> dict[str, tuple[list[str], list[str], list[Question]]]:
+    test = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").read_text())
+    first = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_v1_first103.json").read_text())
+    in_test = {q["_id"] for q in test}
+    dev = [q for q in first if q["_id"] not in in_test]
+    # Only 12 of the 103 are not in the 500. Their corpus is all 103 questions' paragraphs, so
+    # dev retrieval is as hard as test retrieval; no test question is asked on dev.
+    return {"dev": (*_hotpot_corpus(first), _hotpot_questions(dev)), "test": (*_hotpot_corpus(test), _hotpot_questions(test))}
+
+
+def squad_sets(data: Path, n_questions: int, seed: int = 12) -> dict[str, tuple[list[str], list[str], list[Question]]]:
+    articles = squad(data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz")
+    split = squad_dev_split([a["title"] for a in articles])
+    out = {}
+    for half, name in (("tune", "dev"), ("test", "test")):
+        chosen = [a for a in articles if split[a["title"]] == half]
+        ids = [f"{a['title']}#{i}" for a in chosen for i in range(len(a["paragraphs"]))]
+        texts = [p["context"] for a in chosen for p in a["paragraphs"]]
+        qs = [
+            {"id": qa["id"], "question": qa["question"], "answers": sorted({x["text"] for x in qa["answers"]})}
+            for a in chosen
+            for p in a["paragraphs"]
+            for qa in p["qas"]
+        ]
+        random.Random(seed).shuffle(qs)
+        out[name] = (ids, texts, qs[:n_questions])
+    return out
+
+
+# -- the token-vector disk cache (the verifier's, so reruns do not re-encode corpora) -----
+class TokenDiskCache:
+    def __init__(self, tag: str) -> None:
+        self.path = CACHE / f"tokens-{tag}.npz"
+
+    def load_into(self, cache: TokenVectorCache) -> int:
+        if not self.path.exists():
+            return 0
+        data = np.load(self.path)
+        lengths = data["lengths"]
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        q, s = data["q"], data["s"]
+        with cache._lock:
+            for i, key in enumerate(data["keys"].tolist()):
+                row = (q[bounds[i] : bounds[i + 1]], s[bounds[i] : bounds[i + 1]])
+                cache._rows[key] = row
+                cache.bytes += row[0].nbytes + row[1].nbytes
+        return len(lengths)
+
+    def save(self, cache: TokenVectorCache) -> None:
+        with cache._lock:
+            keys = list(cache._rows)
+            rows = [cache._rows[k] for k in keys]
+        if not rows:
+            return
+        CACHE.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            self.path,
+            keys=np.array(keys),
+            lengths=np.array([len(r[0]) for r in rows]),
+            q=np.concatenate([r[0] for r in rows]),
+            s=np.concatenate([r[1] for r in rows]),
+        )
+
+
+# -- one corpus, every system ---------------------------------------------------------------
+class Bench:
+    """One corpus with its MeVe index; each system maps a question to (ids, context)."""
+
+    def __init__(self, ids: list[str], texts: list[str], li: LateInteractionScorer) -> None:
+        self.emb = embedder()
+        self.counter = get_token_counter()
+        self._prime(texts, li)
+        self.meve = MeVe.from_texts(texts, ids=ids, embedder=self.emb, scorer=li, batch_size=1024)
+        self.text = dict(zip(ids, texts, strict=True))
+        self.li = li
+        self._dense: dict[str, list[tuple[str, float]]] = {}
+        self._bm25: dict[str, list[tuple[str, float]]] = {}
+
+    def _prime(self, texts: list[str], li: LateInteractionScorer) -> None:
+        """One forward pass per new passage gives both its token vectors and its dense vector."""
+        missing = [t for t in dict.fromkeys(texts) if text_key(t) not in li.cache._rows]
+        for start in range(0, len(missing), 256):
+            batch = missing[start : start + 256]
+            vecs = li.embed_and_cache(batch)
+            self.emb.put(batch, vecs)
+            print(f"minimal: encoded {start + len(batch)}/{len(missing)} passages", flush=True)
+
+    def dense(self, q: str, k: int = 50) -> list[tuple[str, float]]:
+        if q not in self._dense:
+            assert self.meve.store is not None
+            hits = self.meve.store.query(self.emb.encode([q])[0], 50)
+            self._dense[q] = [(p.id, float(p.dense_score or 0.0)) for p in hits]
+        return self._dense[q][:k]
+
+    def bm25(self, q: str, k: int = 50) -> list[tuple[str, float]]:
+        if q not in self._bm25:
+            self._bm25[q] = self.meve.lexical.search(q, 50)
+        return self._bm25[q][:k]
+
+    def topk(self, ids: Sequence[str]) -> tuple[list[str], str]:
+        return list(ids), SEP.join(self.text[i] for i in ids)
+
+
+def _timed(fn: Callable[[str], tuple[list[str], str]], questions: Sequence[Question]) -> list[tuple[list[str], str, float]]:
+    out = []
+    for q in questions:
+        t0 = time.perf_counter()
+        ids, ctx = fn(q["question"])
+        out.append((ids, ctx, (time.perf_counter() - t0) * 1000.0))
+    return out
+
+
+def score(b: Bench, questions: Sequence[Question], runs: Sequence[tuple[list[str], str, float]]) -> dict[str, float]:
+    tokens, answer, sent, empty, ms = [], [], [], [], []
+    for q, (ids, ctx, t) in zip(questions, runs, strict=True):
+        low = ctx.lower()
+        tokens.append(b.counter.count(ctx))
+        answer.append(any(a.lower() in low for a in q["answers"]))
+        if "sup_sents" in q:
+            sent.append(sum(s.strip() in ctx for s in q["sup_sents"]) / max(1, len(q["sup_sents"])))
+        empty.append(not ids)
+        ms.append(t)
+    row = {
+        "tokens": round(float(np.mean(tokens)), 1),
+        "answer_in_context": round(float(np.mean(answer)), 4),
+        "empty_rate": round(float(np.mean(empty)), 4),
+        "ms_p50": round(pct(ms, 50), 2),
+    }
+    if sent:
+        row["sent_recall"] = round(float(np.mean(sent)), 4)
+    return row
+
+
+def meve_system(b: Bench, cfg: dict[str, Any], keep: list[ContextResult] | None = None) -> Callable[[str], tuple[list[str], str]]:
+    def run(q: str) -> tuple[list[str], str]:
+        r = b.meve.run(q, **cfg)
+        if keep is not None:
+            keep.append(r)
+        return [d.id for d in r.documents], r.context
+
+    return run
+
+
+def baseline_sweeps(b: Bench, questions: Sequence[Question]) -> dict[str, list[dict[str, Any]]]:
+    """Every compared system over its knob: k for top-k, the threshold for the two filters."""
+    from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
+    from langchain_core.documents import Document
+    from llama_index.core.postprocessor import SimilarityPostprocessor
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from langchain_meve.embeddings import MeVeEmbeddings
+
+    def hybrid(q: str, k: int) -> list[str]:
+        fused = rrf({"dense": [i for i, _ in b.dense(q)], "bm25": [i for i, _ in b.bm25(q)]})
+        return sorted(fused, key=lambda i: -fused[i])[:k]
+
+    sweeps: dict[str, list[dict[str, Any]]] = {"dense": [], "bm25": [], "hybrid_rrf": [], "langchain_embeddings_filter": [], "llamaindex_similarity_cutoff": []}
+    for k in range(1, 11):
+        sweeps["dense"].append({"k": k, **score(b, questions, _timed(lambda q, k=k: b.topk([i for i, _ in b.dense(q, k)]), questions))})
+        sweeps["bm25"].append({"k": k, **score(b, questions, _timed(lambda q, k=k: b.topk([i for i, _ in b.bm25(q, k)]), questions))})
+        sweeps["hybrid_rrf"].append({"k": k, **score(b, questions, _timed(lambda q, k=k: b.topk(hybrid(q, k)), questions))})
+    lc_embeddings = MeVeEmbeddings(b.emb)
+    for threshold in np.round(np.arange(0.20, 0.81, 0.05), 2).tolist():
+        ef = EmbeddingsFilter(embeddings=lc_embeddings, similarity_threshold=threshold, k=None)
+        sp = SimilarityPostprocessor(similarity_cutoff=threshold)
+
+        def lc(q: str, ef: Any = ef) -> tuple[list[str], str]:
+            docs = [Document(page_content=b.text[i], metadata={"pid": i}) for i, _ in b.dense(q, 20)]
+            kept = ef.compress_documents(docs, q)  # its stateful copies keep metadata, not Document.id
+            return [d.metadata["pid"] for d in kept], SEP.join(d.page_content for d in kept)
+
+        def li(q: str, sp: Any = sp) -> tuple[list[str], str]:
+            nodes = [NodeWithScore(node=TextNode(text=b.text[i], id_=i), score=s) for i, s in b.dense(q, 20)]
+            kept = sp.postprocess_nodes(nodes, query_str=q)
+            return [n.node.node_id for n in kept], SEP.join(n.node.get_content() for n in kept)
+
+        sweeps["langchain_embeddings_filter"].append({"similarity_threshold": threshold, **score(b, questions, _timed(lc, questions))})
+        sweeps["llamaindex_similarity_cutoff"].append({"similarity_cutoff": threshold, **score(b, questions, _timed(li, questions))})
+    return sweeps
+
+
+def operating_point(rows: Sequence[dict[str, Any]], reference: float) -> dict[str, Any]:
+    """The rule fixed before measuring: the cheapest row within 1 point of the reference's
+    answer-in-context rate; if none reaches it, the row with the highest rate."""
+    ok = [r for r in rows if r["answer_in_context"] >= reference - 0.01]
+    if ok:
+        return min(ok, key=lambda r: r["tokens"])
+    return max(rows, key=lambda r: (r["answer_in_context"], -r["tokens"]))
+
+
+def _knob(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k in ("k", "similarity_threshold", "similarity_cutoff", *GRID[0])}
+
+
+def envelope_at(rows: Sequence[dict[str, Any]], tokens: float) -> float:
+    """A system's best answer-in-context at <= ``tokens`` mean tokens, linearly interpolated
+    between its sweep points (its upper envelope; 0 below its cheapest point)."""
+    pts = sorted((r["tokens"], r["answer_in_context"]) for r in rows)
+    best = 0.0
+    for (t0, a0), (t1, a1) in itertools.pairwise([(0.0, 0.0), *pts]):
+        if t1 <= tokens:
+            best = max(best, a1)
+        elif t0 <= tokens < t1:
+            best = max(best, a0 + (a1 - a0) * (tokens - t0) / (t1 - t0))
+    return best
+
+
+def pronoun_failures(b: Bench, results: Sequence[ContextResult]) -> dict[str, Any]:
+    """How often pruning left a pronoun without its subject: a pruned passage whose kept text holds
+    a third-person pronoun but neither the passage's first sentence nor its title (the HotpotQA
+    paragraph's, the SQuAD article's). A proxy: the subject may be named elsewhere, or the pronoun
+    may point inside its own sentence."""
+    with_pronoun = lost = pruned = 0
+    for r in results:
+        for d in r.documents:
+            if d.spans is None:
+                continue
+            pruned += 1
+            if not PRONOUN.search(d.text):
+                continue
+            with_pronoun += 1
+            first = sentence_spans(b.text[d.id])[0]
+            subject = d.id.split("#")[0].replace("_", " ").lower()
+            lead_kept = any(a <= first[0] and first[1] <= c for a, c in d.spans)
+            lost += not (lead_kept or subject in d.text.lower())
+    rate = round(lost / with_pronoun, 4) if with_pronoun else None
+    return {"pruned_passages": pruned, "with_pronoun": with_pronoun, "subject_not_in_view": lost, "rate": rate}
+
+
+def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    from meve import SentenceTransformerEmbedder
+
+    li = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=8 * 2**30)
+    disk = TokenDiskCache("all-MiniLM-L6-v2")
+    loaded = disk.load_into(li.cache)
+    print(f"minimal: {loaded} passages' token vectors from the disk cache", flush=True)
+    datasets = {"hotpotqa": hotpot_sets(data), "squad": squad_sets(data, squad_questions)}
+    reference_k = {"hotpotqa": 5, "squad": 3}
+    out: dict[str, Any] = {"protocol": __doc__.split("\n\n")[1:3], "grid": GRID, "datasets": {}}
+    dev_grid: dict[str, list[dict[str, Any]]] = {}
+    dev_refs: dict[str, dict[str, Any]] = {}
+    dev_sweeps: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for name, sets in datasets.items():
+        ids, texts, qs = sets["dev"]
+        qs = qs[:limit]
+        b = Bench(ids, texts, li)
+        print(f"minimal: {name} dev, {len(qs)} questions over {len(texts)} passages", flush=True)
+        dev_sweeps[name] = baseline_sweeps(b, qs)
+        dev_refs[name] = dev_sweeps[name]["dense"][reference_k[name] - 1]
+        dev_grid[name] = [{**cfg, **score(b, qs, _timed(meve_system(b, cfg), qs))} for cfg in GRID]
+        disk.save(li.cache)
+        print(f"minimal: {name} dev done at {time.perf_counter() - t_start:.0f}s", flush=True)
+
+    # MeVe's default: one setting for both datasets, by the rule in the module docstring.
+    def meets(i: int) -> bool:
+        return all(dev_grid[n][i]["answer_in_context"] >= dev_refs[n]["answer_in_context"] - 0.01 for n in datasets)
+
+    def ratio(i: int) -> float:
+        return float(np.mean([dev_grid[n][i]["tokens"] / dev_refs[n]["tokens"] for n in datasets]))
+
+    candidates = [i for i in range(len(GRID)) if meets(i)]
+
+    def shortfall(i: int) -> float:
+        return min(dev_grid[n][i]["answer_in_context"] - dev_refs[n]["answer_in_context"] for n in datasets)
+
+    chosen = min(candidates, key=ratio) if candidates else max(range(len(GRID)), key=shortfall)
+    default = GRID[chosen]
+    out["default"] = {"config": default, "met_rule_on_both_dev_sets": bool(candidates), "dev_token_ratio": round(ratio(chosen), 4)}
+    print(f"minimal: default chosen on dev: {default}", flush=True)
+
+    for name, sets in datasets.items():
+        ids, texts, qs = sets["test"]
+        qs = qs[:limit]
+        b = Bench(ids, texts, li)
+        print(f"minimal: {name} test, {len(qs)} questions over {len(texts)} passages", flush=True)
+        sweeps = baseline_sweeps(b, qs)
+        ref = sweeps["dense"][reference_k[name] - 1]
+        kept: list[ContextResult] = []
+        meve_default = score(b, qs, _timed(meve_system(b, default, kept), qs))
+        paper = score(b, qs, _timed(meve_system(b, PAPER), qs))
+        top20 = score(b, qs, _timed(lambda q, b=b: b.topk([i for i, _ in b.dense(q, 20)]), qs))
+        # MeVe's curve on test: the default's cut and n_min with every pruning setting of the grid (a sweep, nothing picked here).
+        curve = [cfg for cfg in GRID if all(cfg[k] == default[k] for k in ("candidates", "tau", "cut", "cut_ratio", "n_min"))]
+        test_grid = []
+        for cfg in curve:
+            results: list[ContextResult] = []
+            row = {**cfg, **score(b, qs, _timed(meve_system(b, cfg, results), qs))}
+            row["prune_ms_p50"] = round(pct([r.phase("prune").ms for r in results], 50), 2)
+            if cfg["prune"] != "none":
+                row["pronouns"] = pronoun_failures(b, results)
+            test_grid.append(row)
+        points = {}
+        for system, rows in sweeps.items():
+            dev_point = operating_point(dev_sweeps[name][system], dev_refs[name]["answer_in_context"])
+            knob = _knob(dev_point)
+            test_row = next(r for r in rows if _knob(r) == knob)
+            points[system] = {"chosen_on_dev": knob, "dev": dev_point, "test": test_row}
+        above = {s: round(meve_default["answer_in_context"] - envelope_at(rows, meve_default["tokens"]), 4) for s, rows in sweeps.items()}
+        out["datasets"][name] = {
+            "dev": {
+                "questions": len(sets["dev"][2]),
+                "passages": len(sets["dev"][1]),
+                "reference": dev_refs[name],
+                "meve_grid": dev_grid[name],
+                "sweeps": dev_sweeps[name],
+            },
+            "test": {
+                "questions": len(qs),
+                "passages": len(texts),
+                "reference": {"system": f"dense top-{reference_k[name]}", **ref},
+                "meve_default": meve_default,
+                "meve_paper_settings": paper,
+                "dense_top20_unfiltered": top20,
+                "operating_points": points,
+                "sweeps": sweeps,
+                "meve_grid": test_grid,
+                "default_above_envelope_by": above,
+                "verify_ms_p50": round(pct([r.phase("verify").ms for r in kept], 50), 2),
+            },
+        }
+        disk.save(li.cache)
+        print(f"minimal: {name} test done at {time.perf_counter() - t_start:.0f}s", flush=True)
+    out["paper_wikipedia"] = paper_wikipedia(data, li, default)
+    out["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+    return out
+
+
+def paper_wikipedia(data: Path, li: LateInteractionScorer, default: dict[str, Any]) -> dict[str, Any]:
+    """The paper's Wikipedia setting as far as it is known: 64-token sentence-group chunks, title questions."""
+    articles = json.loads(next((data / "wikipedia").glob("*.json")).read_text())
+    counter = get_token_counter()
+    texts, ids = [], []
+    for a in articles:
+        for j, chunk in enumerate(chunk_text(a["text"], 64, counter)):
+            texts.append(chunk)
+            ids.append(f"{a['title']}#{j}")
+    b = Bench(ids, texts, li)
+    queries = [q for a in articles for q in (f"What is {a['title']}?", f"What is {a['title']} known for?", f"Describe the history of {a['title']}.")]
+
+    def tokens(fn: Callable[[str], tuple[list[str], str]]) -> float:
+        return round(float(np.mean([counter.count(fn(q)[1]) for q in queries])), 1)
+
+    return {
+        "dataset": f"Wikipedia, {len(articles)} articles, {len(texts)} chunks of <= 64 tokens, {len(queries)} title questions (no answer strings: tokens only)",
+        "dense_top20_unfiltered": tokens(lambda q: b.topk([i for i, _ in b.dense(q, 20)])),
+        "meve_paper_settings": tokens(meve_system(b, PAPER)),
+        "meve_default": tokens(meve_system(b, default)),
+    }
