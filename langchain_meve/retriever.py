@@ -11,6 +11,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from meve import ConfigError, ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
+from meve.lexical import DEFAULT_BM25
 from meve.pipeline import LexicalIndex
 
 PHASE_EVENT = "meve_phase"
@@ -86,7 +87,7 @@ class MeVeRetriever(BaseRetriever):
         config: MeVeConfig | None = None,
         scorer: Any = None,
         token_counter: Any = None,
-        bm25_backend: str = "bm25s",
+        bm25_backend: str = DEFAULT_BM25,
     ) -> MeVeRetriever:
         """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
         (with ``id`` or ``metadata['id']``) feed the BM25 fallback."""

@@ -15,7 +15,7 @@ from meve.config import MeVeConfig
 from meve.context import LexicalSearch, PhaseCallback, cosine_to, select_context
 from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf
-from meve.lexical import BM25Backend, make_bm25, top_k
+from meve.lexical import DEFAULT_BM25, BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
 from meve.records import ContextResult, Passage, PhaseRecord, check_query
@@ -63,7 +63,7 @@ def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[l
 class LexicalIndex:
     """BM25 over the store's passages, addressed by passage id (thread-safe)."""
 
-    def __init__(self, ids: Sequence[str], texts: Sequence[str], backend: str = "bm25s") -> None:
+    def __init__(self, ids: Sequence[str], texts: Sequence[str], backend: str = DEFAULT_BM25) -> None:
         self.backend_name = backend
         self.ids: list[str] = list(ids)
         self._known = set(self.ids)
@@ -177,7 +177,7 @@ class MeVe:
         token_counter: Any = None,
         client: Any = None,
         collection_name: str | None = None,
-        bm25_backend: str = "bm25s",
+        bm25_backend: str = DEFAULT_BM25,
         show_progress: bool = False,
         batch_size: int = 256,
     ) -> MeVe:
@@ -216,7 +216,7 @@ class MeVe:
         embedder: Embedder | None = None,
         scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
-        bm25_backend: str = "bm25s",
+        bm25_backend: str = DEFAULT_BM25,
     ) -> MeVe:
         """Attach to an existing Chroma collection; BM25 is built from its documents.
 
@@ -459,7 +459,7 @@ class Hierarchy:
         self.counter = counter
         self.index = DocumentIndex(documents, embedder, counter=counter, summary_tokens=summary_tokens)
         self.windows: list[tuple[Document, int, int]] = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, passage_tokens, counter, stride=2)]
-        self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [_window_text(d, a, b) for d, a, b in self.windows], "bm25s")
+        self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [_window_text(d, a, b) for d, a, b in self.windows], DEFAULT_BM25)
         self._by_id = {f"{d.id}@{a}-{b}": (d, a, b) for d, a, b in self.windows}
         self._lock = threading.Lock()
         self._windows: dict[tuple[int, str], tuple[list[tuple[int, int]], np.ndarray]] = {}
