@@ -229,10 +229,10 @@ def select_context(
         # A "rejected" passage scored below fallback_tau; between fallback_tau and tau it may pad the context.
         # Candidates the adaptive cut left outside the head were judged too: the fallback is for
         # what retrieval missed, so it does not bring them back.
-        outside = set(out.info.get("cut", ()))
-        rejected = {pid: s for pid, s in cache.items() if s < cfg.fallback_tau or pid in outside}
+        outside = {pid: cache[pid] for pid in out.info.get("cut", ())}
+        rejected = {pid: s for pid, s in cache.items() if s < cfg.fallback_tau}
         found = lexical(query, cfg.fallback_k + len(candidates))
-        out = fallback(verified, found, cfg.n_min, cfg.fallback_k, min_bm25=cfg.fallback_min_bm25, rejected=rejected)
+        out = fallback(verified, found, cfg.n_min, cfg.fallback_k, min_bm25=cfg.fallback_min_bm25, rejected=rejected, outside=outside)
         added = [p for p in out.kept if p.source == "fallback"]
         scored = 0
         if added and cfg.verify:

@@ -62,17 +62,26 @@ def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float, *
 
 
 def fallback(
-    verified: Sequence[Passage], lexical: Sequence[Passage], n_min: int, fallback_k: int, *, min_bm25: float = 0.0, rejected: Mapping[str, float] | None = None
+    verified: Sequence[Passage],
+    lexical: Sequence[Passage],
+    n_min: int,
+    fallback_k: int,
+    *,
+    min_bm25: float = 0.0,
+    rejected: Mapping[str, float] | None = None,
+    outside: Mapping[str, float] | None = None,
 ) -> PhaseOutput:
     """Phase 3: when fewer than n_min passed, append up to fallback_k BM25 results not already present.
 
     Only passages with lexical evidence qualify: a BM25 score above ``min_bm25``. A passage the
-    verifier already rejected (``rejected``: id -> its score) is not re-added; each skip is recorded.
+    verifier already rejected (``rejected``: id -> its score) or the adaptive cut left outside the
+    head (``outside``) is not re-added; each skip is recorded with its reason.
     """
     if len(verified) >= n_min:
         return PhaseOutput(tuple(verified), info={"triggered": False})
     present = {c.id for c in verified}
     rejected = rejected or {}
+    outside = outside or {}
     added: list[Passage] = []
     skipped: list[Dropped] = []
     already: list[str] = []
@@ -87,6 +96,8 @@ def fallback(
             skipped.append(Dropped(cand.id, f"no lexical evidence: BM25 {bm25:.2f} <= fallback_min_bm25 {min_bm25}", bm25))
         elif cand.id in rejected:
             skipped.append(Dropped(cand.id, f"rejected by the verifier (relevance {rejected[cand.id]:.3f})", rejected[cand.id]))
+        elif cand.id in outside:
+            skipped.append(Dropped(cand.id, f"left outside the head by the adaptive cut (relevance {outside[cand.id]:.3f})", outside[cand.id]))
         else:
             present.add(cand.id)
             added.append(cand.with_(source="fallback"))
