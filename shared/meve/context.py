@@ -23,6 +23,17 @@ from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, count_many
 from meve.verifier import LateInteractionScorer
 
+__all__ = [
+    "LexicalSearch",
+    "PhaseCallback",
+    "cosine_to",
+    "embed_passages",
+    "local_lexical",
+    "pack_context",
+    "relevance_scores",
+    "select_context",
+]
+
 PhaseCallback = Callable[[PhaseRecord], None]
 LexicalSearch = Callable[[str, int], list[Passage]]
 

@@ -20,6 +20,22 @@ import numpy as np
 
 from meve.errors import ConfigError
 
+__all__ = [
+    "BiEncoderScorer",
+    "CachedEmbedder",
+    "CrossEncoderScorer",
+    "Embedder",
+    "EmbeddingScorer",
+    "LazyModels",
+    "RelevanceScorer",
+    "SentenceTransformerEmbedder",
+    "default_embedder",
+    "default_model_path",
+    "default_scorer",
+    "embedder_dimension",
+    "make_scorer",
+]
+
 log = logging.getLogger("meve")
 
 DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"

@@ -16,6 +16,19 @@ import numpy as np
 
 from meve.records import Dropped, Passage
 
+__all__ = [
+    "ANAPHOR",
+    "GAP_MARK",
+    "PhaseOutput",
+    "drop_redundant",
+    "fallback",
+    "head_threshold",
+    "novelty_select",
+    "pack_budget",
+    "prune_sentences",
+    "verify",
+]
+
 
 @dataclass(frozen=True)
 class PhaseOutput:

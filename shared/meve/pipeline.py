@@ -23,6 +23,14 @@ from meve.store import ChromaStore, PassageStore, check_metadata, chroma_call, c
 from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
 
+__all__ = [
+    "Hierarchy",
+    "LexicalIndex",
+    "MeVe",
+    "check_embedder",
+    "check_texts",
+]
+
 log = logging.getLogger("meve")
 
 

@@ -14,6 +14,16 @@ import numpy as np
 
 from meve.errors import InputError
 
+__all__ = [
+    "SOURCES",
+    "ContextResult",
+    "Dropped",
+    "Passage",
+    "PhaseRecord",
+    "Source",
+    "check_query",
+]
+
 # How a passage entered the context, the one vocabulary of ``.source`` and of the adapters'
 # ``meve_source``: "retrieved" before phase 2; then "verified" (passed tau), "fallback" (added by
 # phase 3) or "unverified" (verification switched off). Where candidates came from (dense kNN,

@@ -24,6 +24,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from meve.errors import InputError
 
+__all__ = [
+    "CallableTokenCounter",
+    "HFTokenCounter",
+    "OpenAIEncodingCounter",
+    "RegexTokenCounter",
+    "TokenCounter",
+    "count_many",
+    "get_token_counter",
+]
+
 log = logging.getLogger("meve")
 
 DEFAULT_ENCODING = "o200k_base"

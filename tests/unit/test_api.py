@@ -69,3 +69,33 @@ def test_one_class_per_name_across_packages():
     # MeVeRetriever is one concept per framework and must subclass each framework's own base class;
     # every other name means one thing only.
     assert shared == {"MeVeRetriever": ["langchain_meve", "llamaindex_meve"]}
+
+
+# The core modules an adapter may import from, each with its own __all__ (README, "Architecture").
+PUBLIC_MODULES = ("meve", "meve.context", "meve.lexical", "meve.models", "meve.phases", "meve.records", "meve.tokens", "meve.pipeline")
+
+
+def _meve_imports(package: str) -> list[tuple[str, str, str]]:
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / package
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "meve":
+                found += [(path.name, node.module, alias.name) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                found += [(path.name, alias.name, "*") for alias in node.names if alias.name.split(".")[0] == "meve"]
+    return found
+
+
+@pytest.mark.parametrize("package", ["langchain_meve", "llamaindex_meve"])
+def test_adapters_import_only_public_core_names(package):
+    import importlib
+
+    imports = _meve_imports(package)
+    assert imports, f"{package} imports nothing from meve?"
+    for filename, module, name in imports:
+        assert module in PUBLIC_MODULES, f"{package}/{filename} imports from {module}, which is not a public core module"
+        assert name in importlib.import_module(module).__all__, f"{package}/{filename} imports {module}.{name}, which is not in its __all__"
