@@ -18,7 +18,7 @@ from meve.fusion import rrf
 from meve.lexical import DEFAULT_BM25, BM25Backend, make_bm25, top_k
 from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
-from meve.records import ContextResult, Passage, PhaseRecord, check_query
+from meve.records import ContextResult, Passage, PhaseRecord, check_query, check_text
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_call, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
@@ -44,6 +44,7 @@ def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[l
             raise InputError(f"texts[{i}] is {type(t).__name__} ({t!r}); every text must be a str")
         if not t.strip():
             raise InputError(f"texts[{i}] is empty or whitespace; remove it before indexing")
+        check_text(t, f"texts[{i}]")
     if ids is None:
         ids = [f"doc-{start + i}" for i in range(len(texts))]
     else:
@@ -53,6 +54,7 @@ def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[l
         for i, pid in enumerate(ids):
             if not isinstance(pid, str) or not pid:
                 raise InputError(f"ids[{i}]={pid!r}: every id must be a non-empty str")
+            check_text(pid, f"ids[{i}]")
     seen: set[str] = set()
     for pid in ids:
         if pid in seen:

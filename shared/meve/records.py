@@ -22,6 +22,7 @@ __all__ = [
     "PhaseRecord",
     "Source",
     "check_query",
+    "check_text",
 ]
 
 # How a passage entered the context, the one vocabulary of ``.source`` and of the adapters'
@@ -32,13 +33,24 @@ Source = Literal["retrieved", "verified", "fallback", "unverified"]
 SOURCES: tuple[str, ...] = ("retrieved", "verified", "fallback", "unverified")
 
 
+def check_text(text: str, where: str) -> str:
+    """A str that every layer can encode: lone surrogates (e.g. "\\ud800") cannot be stored or tokenised."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{where} holds {text[exc.start : exc.end]!r} at index {exc.start}, which is not valid Unicode text (a lone surrogate); clean the text first"
+        ) from exc
+    return text
+
+
 def check_query(query: Any) -> str:
     """The one rule for queries everywhere (MeVe, memory, both adapters): a non-blank str."""
     if not isinstance(query, str):
         raise InputError(f"query must be a str, got {type(query).__name__}: {query!r}"[:200])
     if not query.strip():
         raise InputError(f"query {query!r} is empty or whitespace; give the question to retrieve context for")
-    return query
+    return check_text(query, "query")
 
 
 @dataclass(frozen=True, eq=False)

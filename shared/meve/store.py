@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from meve.errors import ConfigError, InputError, StoreError
-from meve.records import Passage
+from meve.records import Passage, check_text
 
 _PRIMITIVES = (str, int, float, bool)
 log = logging.getLogger("meve")
@@ -196,17 +196,6 @@ def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
 def unique_collection_name(prefix: str = "meve") -> str:
     # In-memory Chroma clients share one store per process, so default names must not collide.
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def check_text(text: str, where: str) -> str:
-    """A str that every layer can encode: lone surrogates (e.g. "\\ud800") cannot be stored or tokenised."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(
-            f"{where} holds {text[exc.start : exc.end]!r} at index {exc.start}, which is not valid Unicode text (a lone surrogate); clean the text first"
-        ) from exc
-    return text
 
 
 # The adapters add these keys to returned metadata; a stored key of that form would be overwritten.

@@ -300,3 +300,14 @@ def test_hybrid_candidates_fuse_bm25_hits_into_the_same_number_of_candidates():
     assert best_lexical == "doc-3" and len(hybrid.kept) == 2 and best_lexical in hybrid.kept
     assert hybrid.info["from_bm25"] and set(hybrid.info["from_bm25"]) == set(hybrid.kept) - set(dense.kept)
     assert all(v is not None for v in hybrid.scores.values())  # BM25-only hits get their cosine too
+
+
+def test_lone_surrogates_in_a_query_text_or_id_are_input_errors():
+    m = build()
+    with pytest.raises(InputError, match=r"query holds '\\ud800'"):
+        m.run("Eiffel \ud800 Tower")
+    with pytest.raises(InputError, match=r"texts\[0\] holds"):
+        m.add_texts(["broken \ud800 text"])
+    with pytest.raises(InputError, match=r"ids\[0\] holds"):
+        m.add_texts(["fine text"], ids=["id-\ud800"])
+    assert m.store.count() == len(CORPUS)  # nothing was stored
