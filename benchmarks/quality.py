@@ -119,23 +119,30 @@ def hotpot(data: Path, full: bool, standard_k: int = 5, limit: int | None = None
     }
 
 
-def wikipedia(data: Path) -> dict[str, Any]:
+def wikipedia_corpus(data: Path) -> tuple[list[str], list[str], list[str], int]:
+    """The MeVe paper's Wikipedia setting as far as it is known: sentence groups of <= 64 tokens,
+    three title questions per article. Returns (ids, texts, questions, articles)."""
     articles = json.loads(next((data / "wikipedia").glob("*.json")).read_text())
     counter = get_token_counter()
-    texts, ids = [], []
+    ids, texts = [], []
     for a in articles:
         for j, chunk in enumerate(chunk_text(a["text"], 64, counter)):
             texts.append(chunk)
             ids.append(f"{a['title']}#{j}")
+    questions = [q for a in articles for q in (f"What is {a['title']}?", f"What is {a['title']} known for?", f"Describe the history of {a['title']}.")]
+    return ids, texts, questions, len(articles)
+
+
+def wikipedia(data: Path) -> dict[str, Any]:
+    ids, texts, queries, n_articles = wikipedia_corpus(data)
     emb = embedder()
     meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=BiEncoderScorer(emb))
     emb.save()
-    queries = [q for a in articles for q in (f"What is {a['title']}?", f"What is {a['title']} known for?", f"Describe the history of {a['title']}.")]
     std = [meve.baseline(q, k=meve.config.k_init).token_count for q in queries]
     std5 = [meve.baseline(q, k=5).token_count for q in queries]
     mv = [meve.run(q) for q in queries]
     return {
-        "dataset": f"Wikipedia, {len(articles)} articles, {len(texts)} chunks of <= 64 tokens (sentence groups), {len(queries)} title questions",
+        "dataset": f"Wikipedia, {n_articles} articles, {len(texts)} chunks of <= 64 tokens (sentence groups), {len(queries)} title questions",
         "verifier": meve.scorer.name,
         "standard": f"dense top-{meve.config.k_init} (the k_init candidates, unfiltered, as in the MeVe paper)",
         "standard_tokens": round(float(np.mean(std)), 1),
