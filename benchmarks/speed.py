@@ -71,10 +71,10 @@ class _TimedScorer:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def score(self, query: str, passages: Any, **kwargs: Any) -> Any:
+    def score(self, query: str, passages: Any, query_vec: Any = None) -> Any:
         t0 = time.perf_counter()
         try:
-            return self.inner.score(query, passages, **kwargs)
+            return self.inner.score(query, passages, query_vec)
         finally:
             self.seconds += time.perf_counter() - t0
 

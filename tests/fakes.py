@@ -42,7 +42,7 @@ class FakeScorer:
     def __init__(self) -> None:
         self.calls: list[int] = []
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+    def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray:
         self.calls.append(len(passages))
         q = set(_WORD.findall(query.lower()))
         return np.array([len(q & set(_WORD.findall(p.lower()))) / max(1, len(q)) for p in passages], dtype=np.float64)

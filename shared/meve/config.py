@@ -89,9 +89,6 @@ class MeVeConfig:
         what is already selected (1.0 = relevance only).
     t_max: hard token budget of the packed context (phase 5).
     verify / fallback: switch phases off for ablations.
-    verifier_max_length: token cap per (query, passage) pair for the cross-encoder;
-        None keeps the model's own maximum so that what passes is unchanged.
-    verifier_batch_size: pairs per forward pass (pairs are length-sorted first).
     retrieval: "dense" (kNN over passages) or "hierarchical" (documents first,
         then passages inside them; needs a corpus built with documents).
     separator: joins packed passages; its tokens count against t_max.
@@ -119,8 +116,6 @@ class MeVeConfig:
     t_max: int = 512
     verify: bool = True
     fallback: bool = True
-    verifier_max_length: int | None = None
-    verifier_batch_size: int = 32
     retrieval: Retrieval = "dense"
     separator: str = "\n\n"
     max_passages: int | None = None
@@ -146,9 +141,6 @@ class MeVeConfig:
         for flag in ("verify", "fallback"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
-        if self.verifier_max_length is not None:
-            _int("verifier_max_length", self.verifier_max_length, 8, 8192)
-        _int("verifier_batch_size", self.verifier_batch_size, 1, 4096)
         _choice("retrieval", self.retrieval, RETRIEVALS)
         if self.max_passages is not None:
             _int("max_passages", self.max_passages, 1, 10_000)

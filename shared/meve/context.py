@@ -17,7 +17,7 @@ from meve.chunking import sentence_spans
 from meve.config import MeVeConfig
 from meve.errors import ConfigError
 from meve.lexical import IncrementalBM25, top_k
-from meve.models import Embedder, EmbeddingScorer, RelevanceScorer
+from meve.models import Embedder, RelevanceScorer
 from meve.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_budget, prune_sentences, verify
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, count_many
@@ -111,25 +111,12 @@ def pack_context(
 
 
 def relevance_scores(
-    scorer: RelevanceScorer,
-    embedder: Embedder | None,
-    query: str,
-    query_vec: np.ndarray | None,
-    passages: Sequence[Passage],
-    cache: dict[str, float],
-    cfg: MeVeConfig,
+    scorer: RelevanceScorer, query: str, query_vec: np.ndarray | None, passages: Sequence[Passage], cache: dict[str, float]
 ) -> tuple[list[float], int]:
     """Verifier scores, each (query, passage) pair scored at most once (``cache``); returns (scores, pairs scored now)."""
     todo = [p for p in passages if p.id not in cache]
     if todo:
-        same_space = embedder is not None and getattr(scorer, "embedder", None) in (embedder, getattr(embedder, "inner", None))
-        if isinstance(scorer, EmbeddingScorer) and same_space and query_vec is not None and all(p.embedding is not None for p in todo):
-            scores = scorer.score_embeddings(query_vec, np.stack([np.asarray(p.embedding) for p in todo]))
-        else:
-            kwargs: dict[str, Any] = {}
-            if hasattr(scorer, "max_length"):
-                kwargs = {"max_length": cfg.verifier_max_length, "batch_size": cfg.verifier_batch_size}
-            scores = scorer.score(query, [p.text for p in todo], **kwargs)
+        scores = scorer.score(query, [p.text for p in todo], query_vec)
         for p, s in zip(todo, scores, strict=True):
             cache[p.id] = float(s)
     return [cache[p.id] for p in passages], len(todo)
@@ -216,7 +203,7 @@ def select_context(
     cache: dict[str, float] = {}
     if cfg.verify and candidates:
         sc = scorer()
-        rel, scored = relevance_scores(sc, embedder, query, query_vec, candidates, cache, cfg)
+        rel, scored = relevance_scores(sc, query, query_vec, candidates, cache)
         out = verify(candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio)
         trace.record(
             "verify",
@@ -247,7 +234,7 @@ def select_context(
         added = [p for p in out.kept if p.source == "fallback"]
         scored = 0
         if added and cfg.verify:
-            rel, scored = relevance_scores(scorer(), embedder, query, query_vec, added, cache, cfg)
+            rel, scored = relevance_scores(scorer(), query, query_vec, added, cache)
             low = {p.id: r for p, r in zip(added, rel, strict=True) if r < cfg.fallback_tau}
             rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
             kept_now = tuple(rescored.get(p.id, p) for p in out.kept if p.id not in low)

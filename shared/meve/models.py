@@ -25,7 +25,6 @@ __all__ = [
     "CachedEmbedder",
     "CrossEncoderScorer",
     "Embedder",
-    "EmbeddingScorer",
     "LazyModels",
     "RelevanceScorer",
     "SentenceTransformerEmbedder",
@@ -53,20 +52,13 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class RelevanceScorer(Protocol):
-    """Scores (query, passage) pairs on a [0, 1] scale where ``tau`` applies."""
+    """The one verifier protocol: scores (query, passage) pairs on a [0, 1] scale where ``tau``
+    applies. ``query_vec`` is the query's dense embedding when the caller already has it (a
+    scorer in the embedder's space can skip embedding the query again); others ignore it."""
 
     name: str
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
-
-
-@runtime_checkable
-class EmbeddingScorer(Protocol):
-    """A scorer that can reuse embeddings the pipeline already holds."""
-
-    name: str
-
-    def score_embeddings(self, query_vec: np.ndarray, passage_vecs: np.ndarray) -> np.ndarray: ...
+    def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray: ...
 
 
 _model_cache: dict[tuple[str, str, str], Any] = {}
@@ -300,7 +292,10 @@ class CrossEncoderScorer:
         _ = self.model
         return self
 
-    def score(self, query: str, passages: Sequence[str], *, max_length: int | None = None, batch_size: int | None = None) -> np.ndarray:
+    def score(
+        self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None, *, max_length: int | None = None, batch_size: int | None = None
+    ) -> np.ndarray:
+        """``max_length``/``batch_size`` override the constructor's for this call; ``query_vec`` is unused."""
         if len(passages) == 0:
             return np.zeros(0, dtype=np.float64)
         import torch
@@ -342,7 +337,9 @@ class BiEncoderScorer:
     """
 
     def __init__(self, embedder: Embedder | None = None, *, center: float = 0.40, scale: float = 0.05) -> None:
-        self.embedder = embedder if embedder is not None else default_embedder()
+        # Passages are embedded by text; a cache makes the vectors ingestion already made free.
+        given = embedder if embedder is not None else default_embedder()
+        self.embedder: Embedder = given if isinstance(given, CachedEmbedder) else CachedEmbedder(given)
         self.center = center
         self.scale = scale
         self.name = f"cosine:{self.embedder.name} (center {center})"
@@ -355,7 +352,11 @@ class BiEncoderScorer:
         self.pairs_scored += len(passage_vecs)
         return _sigmoid((cos - self.center) / self.scale)
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+    def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray:
+        """``query_vec`` is unused: it may come from another embedder's space. The query and the
+        passages go through this scorer's cached embedder (hits when it is the pipeline's)."""
+        if len(passages) == 0:
+            return np.zeros(0, dtype=np.float64)
         vecs = self.embedder.encode([query, *passages])
         return self.score_embeddings(vecs[0], vecs[1:])
 

@@ -267,7 +267,8 @@ class LateInteractionScorer:
         self.pairs_scored += len(spans)
         return self.calibration(np.asarray(raw, dtype=np.float64))
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+    def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray:
+        """Calibrated P(relevant); ``query_vec`` is unused (the query's token vectors are kept by text)."""
         raw = self.raw_scores(query, passages)
         self.pairs_scored += len(passages)
         return self.calibration(raw)
