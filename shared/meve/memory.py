@@ -420,6 +420,12 @@ class MomentaryMemory:
             pos = self._index.get(turn.id)
             return self._keys[pos][1] if pos is not None else _legacy_key(turn)
 
+    def warm_up(self) -> MomentaryMemory:
+        """Load the embedders' models now, so the first turn or query pays no load time."""
+        for emb in self.embedders:
+            emb.encode(["warm up"])
+        return self
+
     def close(self) -> None:
         """Release what this handle opened: the embedded Chroma instance of ``path=`` (its files,
         caches and threads) once no other meve handle in the process uses that directory. Stored

@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -26,6 +26,7 @@ __all__ = [
     "CrossEncoderScorer",
     "Embedder",
     "LazyModels",
+    "ModelRegistry",
     "RelevanceScorer",
     "SentenceTransformerEmbedder",
     "default_embedder",
@@ -33,6 +34,7 @@ __all__ = [
     "default_scorer",
     "embedder_dimension",
     "make_scorer",
+    "registry",
 ]
 
 log = logging.getLogger("meve")
@@ -61,8 +63,56 @@ class RelevanceScorer(Protocol):
     def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray: ...
 
 
-_model_cache: dict[tuple[str, str, str], Any] = {}
-_model_lock = threading.Lock()
+class ModelRegistry:
+    """Every model meve loads in this process, loaded once per (kind, name, device) and shared by
+    every handle, behind one lock; with each model's own lock (for calls that change its settings)
+    and the process-wide default embedder. :data:`registry` is the one instance.
+
+    ``clear()`` drops the registry's references (handles keep theirs), so memory can be freed
+    once nothing else holds a model; the next use loads again.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._models: dict[tuple[str, str, str], Any] = {}
+        self._model_locks: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+        self._default: CachedEmbedder | None = None
+
+    def get(self, kind: str, key: str, device: str, factory: Callable[[], Any], label: str | None = None) -> Any:
+        with self._lock:
+            model = self._models.get((kind, key, device))
+            if model is None:
+                t0 = time.perf_counter()
+                model = _quietly(factory)
+                log.info("meve: loaded %s on %s in %.1f s", label or key, device, time.perf_counter() - t0)
+                self._models[(kind, key, device)] = model
+            return model
+
+    def lock_of(self, model: Any) -> threading.Lock:
+        with self._lock:
+            lock = self._model_locks.get(model)
+            if lock is None:
+                lock = self._model_locks[model] = threading.Lock()
+            return lock
+
+    def default_embedder(self) -> CachedEmbedder:
+        with self._lock:
+            if self._default is None:
+                self._default = CachedEmbedder(SentenceTransformerEmbedder())
+            return self._default
+
+    def loaded(self) -> list[tuple[str, str, str]]:
+        """(kind, name, device) of every model loaded so far."""
+        with self._lock:
+            return list(self._models)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._models.clear()
+            self._default = None
+
+
+registry = ModelRegistry()
 
 
 def verbose() -> bool:
@@ -72,7 +122,7 @@ def verbose() -> bool:
 
 def _quietly(factory: Any) -> Any:
     # transformers draws a "Loading weights" bar for every model it builds; one process loading a
-    # model is not news. Toggled under _model_lock, so concurrent loads cannot interleave here.
+    # model is not news. Toggled under the registry's lock, so concurrent loads cannot interleave here.
     if verbose():
         return factory()
     try:
@@ -89,14 +139,7 @@ def _quietly(factory: Any) -> Any:
 
 
 def _load_cached(kind: str, key: str, device: str, factory: Any, label: str | None = None) -> Any:
-    with _model_lock:
-        model = _model_cache.get((kind, key, device))
-        if model is None:
-            t0 = time.perf_counter()
-            model = _quietly(factory)
-            log.info("meve: loaded %s on %s in %.1f s", label or key, device, time.perf_counter() - t0)
-            _model_cache[(kind, key, device)] = model
-        return model
+    return registry.get(kind, key, device, factory, label)
 
 
 def default_model_path() -> str:
@@ -201,16 +244,9 @@ class CachedEmbedder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
-_default_embedder: CachedEmbedder | None = None
-
-
 def default_embedder() -> CachedEmbedder:
-    """The process-wide default: cached all-MiniLM-L6-v2 on CPU."""
-    global _default_embedder
-    with _model_lock:
-        if _default_embedder is None:
-            _default_embedder = CachedEmbedder(SentenceTransformerEmbedder())
-        return _default_embedder
+    """The process-wide default: cached all-MiniLM-L6-v2 on CPU (kept by :data:`registry`)."""
+    return registry.default_embedder()
 
 
 def embedder_dimension(embedder: Embedder) -> int:
@@ -236,15 +272,8 @@ def _relevance(logits: np.ndarray, name: str) -> np.ndarray:
     raise ConfigError("scorer", name, f"a cross-encoder with 1 output (sigmoid) or 2 (softmax, label 1 = relevant); this one has {logits.shape[1]}")
 
 
-_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
-
-
 def _model_lock_of(model: Any) -> threading.Lock:
-    with _model_lock:
-        lock = _MODEL_LOCKS.get(model)
-        if lock is None:
-            lock = _MODEL_LOCKS[model] = threading.Lock()
-        return lock
+    return registry.lock_of(model)
 
 
 class CrossEncoderScorer:

@@ -155,6 +155,14 @@ class MeVe:
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
+    def warm_up(self) -> MeVe:
+        """Load the embedder's and the verifier's models now, so the first query pays no load
+        time (otherwise they load on first use; each loads once per process, see
+        :data:`meve.models.registry`)."""
+        self.embedder.encode(["warm up"])
+        self.scorer.score("warm up", ["warm up"])
+        return self
+
     def close(self) -> None:
         """Release what this MeVe created: the in-memory collection ``from_texts`` made when given
         no client and no collection name (nothing else can reach it). A collection in your client

@@ -72,3 +72,34 @@ def test_meve_is_a_context_manager_and_drops_the_collection_it_created():
     assert name not in {c.name for c in chroma_client().list_collections()}  # in-memory clients share one store
     with pytest.raises(StoreError, match="was closed"):
         m.run("alpha")
+
+
+def test_warm_up_runs_each_model_once_and_returns_the_handle(tmp_path):
+    emb, scorer = FakeEmbedder(), FakeScorer()
+    m = MeVe.from_texts(["alpha beta"], embedder=emb, scorer=scorer)
+    before = emb.calls
+    assert m.warm_up() is m
+    assert emb.calls == before + 1 and scorer.calls == [1]
+    mem_emb = FakeEmbedder()
+    with MomentaryMemory("s", path=str(tmp_path / "db"), embedders=[mem_emb]) as mem:
+        assert mem.warm_up() is mem and mem_emb.calls == 1
+
+
+def test_the_model_registry_loads_each_model_once_across_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from meve.models import ModelRegistry
+
+    reg = ModelRegistry()
+    loads = []
+
+    def factory():
+        loads.append(1)
+        return object()
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: reg.get("test", "m", "cpu", factory), range(32)))
+    assert len(loads) == 1 and all(g is got[0] for g in got)
+    assert reg.loaded() == [("test", "m", "cpu")]
+    reg.clear()
+    assert reg.get("test", "m", "cpu", factory) is not got[0] and len(loads) == 2
