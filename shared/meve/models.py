@@ -155,6 +155,8 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers bi-encoder; the default is all-MiniLM-L6-v2, offline."""
 
     def __init__(self, model: Any = None, *, device: str = "cpu", batch_size: int = 64, name: str | None = None) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
+            raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (texts per forward pass)")
         self._given = model
         self.device = device
         self.batch_size = batch_size
@@ -293,6 +295,10 @@ class CrossEncoderScorer:
         device: str = "cpu",
         local_files_only: bool = False,
     ) -> None:
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or not 8 <= max_length <= 8192):
+            raise ConfigError("max_length", max_length, "None (the model's own limit) or an int in [8, 8192] (tokens per query-passage pair)")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
+            raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (pairs per forward pass)")
         self._given = model
         self.max_length = max_length
         self.batch_size = batch_size

@@ -56,3 +56,15 @@ def test_memory_config_weights_and_fusion():
         MemoryConfig(weights={"bm25": -1, "dense": 1})
     with pytest.raises(ConfigError, match="l_max=0"):
         MemoryConfig(l_max=0)
+
+
+def test_model_constructors_validate_their_arguments():
+    from meve import ConfigError, CrossEncoderScorer, SentenceTransformerEmbedder
+
+    with pytest.raises(ConfigError, match="max_length"):
+        CrossEncoderScorer("any", max_length=4)
+    with pytest.raises(ConfigError, match="batch_size"):
+        CrossEncoderScorer("any", batch_size=0)
+    with pytest.raises(ConfigError, match="batch_size"):
+        SentenceTransformerEmbedder(batch_size=True)
+    assert CrossEncoderScorer("any", max_length=256, batch_size=8).max_length == 256  # nothing loads until first use
