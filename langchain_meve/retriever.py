@@ -11,8 +11,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from meve import ConfigError, ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
-from meve.lexical import DEFAULT_BM25
-from meve.pipeline import LexicalIndex
+from meve.lexical import DEFAULT_BM25, LexicalIndex
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.

@@ -17,12 +17,15 @@ import math
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from meve.errors import ConfigError
 from meve.models import verbose
+
+if TYPE_CHECKING:
+    from meve.store import ChromaStore
 
 __all__ = [
     "BACKENDS",
@@ -30,6 +33,7 @@ __all__ = [
     "BM25Backend",
     "Bm25sBackend",
     "IncrementalBM25",
+    "LexicalIndex",
     "RankBM25Backend",
     "bm25_tokenize",
     "make_bm25",
@@ -325,3 +329,43 @@ def make_bm25(backend: str = DEFAULT_BM25, texts: Sequence[str] = ()) -> BM25Bac
     if backend == "incremental":
         return IncrementalBM25(texts)
     raise ConfigError("bm25_backend", backend, "one of " + ", ".join(repr(b) for b in BACKENDS))
+
+
+class LexicalIndex:
+    """BM25 over the store's passages, addressed by passage id (thread-safe)."""
+
+    def __init__(self, ids: Sequence[str], texts: Sequence[str], backend: str = DEFAULT_BM25) -> None:
+        self.backend_name = backend
+        self.ids: list[str] = list(ids)
+        self._known = set(self.ids)
+        self.backend: BM25Backend = make_bm25(backend, texts)
+        self._lock = threading.Lock()
+
+    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        with self._lock:
+            fresh = [(i, t) for i, t in zip(ids, texts, strict=True) if i not in self._known]
+            self.ids.extend(i for i, _ in fresh)
+            self._known.update(i for i, _ in fresh)
+            self.backend.add([t for _, t in fresh])
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        with self._lock:
+            if not self.ids or k <= 0:
+                return []
+            return [(self.ids[i], s) for i, s in top_k(self.backend.get_scores(query), k)]
+
+    def catch_up(self, store: ChromaStore) -> int:
+        """Passages other handles or processes (app replicas) added to the collection since this
+        index last looked: one ``count()``, and only on a difference the rows after the ones known
+        (Chroma returns rows in the order it stored them; a full id scan if that does not add up).
+        Returns how many were added."""
+        total = store.count()
+        known = len(self.ids)
+        if total <= known:
+            return 0
+        ids, texts = store.documents(offset=known)
+        self.add(ids, texts)
+        if len(self.ids) < total:
+            ids, texts = store.documents()
+            self.add(ids, texts)
+        return len(self.ids) - known

@@ -1,9 +1,5 @@
-"""MindRef-style hierarchical recall (arXiv 2402.17010): documents first, then the passage inside them.
+"""Exact localisation (MindRef, arXiv 2402.17010): where a passage or quote sits in the corpus.
 
-* :class:`DocumentIndex` picks documents by title (BM25) and a per-document summary
-  embedding (dense), fused by min-max weighted sum: no pre-chunking.
-* :func:`best_passages` scores sentence windows of about ``passage_tokens`` tokens
-  inside the chosen documents and returns them with character offsets.
 * :class:`ExactIndex` finds every occurrence of a short string (e.g. a 16-token
   prefix an LLM produced) in the whole corpus with a suffix array (pydivsufsort,
   C): O(m log n + occurrences), then :meth:`ExactIndex.passage` expands a hit to
@@ -20,13 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from meve.chunking import sentence_spans
 from meve.errors import InputError
-from meve.fusion import weighted_sum
-from meve.lexical import IncrementalBM25
-from meve.models import Embedder
-from meve.records import Passage
-from meve.tokens import TokenCounter, count_many
+from meve.tokens import TokenCounter
 
 _SEP = b"\x00"
 
@@ -144,101 +135,6 @@ def naive_locate(documents: Sequence[tuple[str, str]], text: str) -> list[tuple[
             out.append((doc_id, start))
             start = body.find(text, start + 1)
     return out
-
-
-@dataclass(frozen=True)
-class Document:
-    """A whole document: no pre-chunking needed."""
-
-    id: str
-    title: str
-    text: str
-
-
-class DocumentIndex:
-    """Document stage: BM25 over titles fused with cosine to a summary embedding (title + opening)."""
-
-    def __init__(
-        self, documents: Sequence[Document], embedder: Embedder, *, counter: TokenCounter, summary_tokens: int = 64, weights: dict[str, float] | None = None
-    ) -> None:
-        if not documents:
-            raise InputError("documents is empty: give at least one (title, text) document")
-        self.documents = list(documents)
-        self.embedder = embedder
-        self.weights = weights if weights is not None else {"title": 0.4, "summary": 0.6}
-        self._titles = IncrementalBM25([d.title for d in self.documents])
-        summaries = [f"{d.title}: {counter.truncate(d.text, summary_tokens)}" for d in self.documents]
-        self._summary_vecs = np.asarray(embedder.encode(summaries), dtype=np.float32)
-
-    def select(self, query: str, query_vec: np.ndarray, k: int) -> list[tuple[int, float]]:
-        bm25 = self._titles.get_scores(query)
-        cos = self._summary_vecs @ query_vec
-        signals = {"title": {i: float(s) for i, s in enumerate(bm25) if s > 0}, "summary": {i: float(s) for i, s in enumerate(cos)}}
-        fused = weighted_sum(signals, self.weights)
-        return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-
-
-def sentence_windows(text: str, passage_tokens: int, counter: TokenCounter, stride: int = 1) -> list[tuple[int, int]]:
-    """Windows of consecutive sentences of at most ~passage_tokens tokens, one starting at every ``stride``-th sentence."""
-    spans = sentence_spans(text)
-    if not spans:
-        return []
-    lengths = count_many(counter, [text[a:b] for a, b in spans])
-    out = []
-    for i in range(0, len(spans), stride):
-        used, j = 0, i
-        # The sum of the sentences' counts is a quick bound; the joined text (with the spaces
-        # between sentences) is counted exactly before a sentence is added.
-        while j < len(spans) and (j == i or (used + lengths[j] <= passage_tokens and counter.count(text[spans[i][0] : spans[j][1]]) <= passage_tokens)):
-            used += lengths[j]
-            j += 1
-        out.append((spans[i][0], spans[j - 1][1]))
-        if j == len(spans):
-            break
-    return out
-
-
-Windows = Callable[[Document], tuple[Sequence[tuple[int, int]], np.ndarray]]
-
-
-def best_passages(query_vec: np.ndarray, documents: Sequence[tuple[Document, float]], windows: Windows, *, k: int = 10) -> list[Passage]:
-    """Passage stage: score every sentence window of the chosen documents; the best ``k``
-    (overlapping windows of one document collapsed to the best).
-
-    ``windows(doc)`` gives a document's window spans and their embeddings, computed at index
-    time, so a query costs one matrix product per chosen document and no model call.
-    """
-    cands: list[tuple[Document, float, int, int]] = []
-    blocks: list[np.ndarray] = []
-    for doc, doc_score in documents:
-        spans, vecs = windows(doc)
-        cands.extend((doc, doc_score, a, b) for a, b in spans)
-        blocks.append(np.asarray(vecs, dtype=np.float32))
-    if not cands:
-        return []
-    vecs = np.concatenate(blocks)
-    sims = vecs @ query_vec
-    order = np.argsort(-sims, kind="stable")
-    chosen: list[Passage] = []
-    taken: dict[str, list[tuple[int, int]]] = {}
-    for i in order:
-        doc, doc_score, a, b = cands[int(i)]
-        if any(a < y and x < b for x, y in taken.get(doc.id, [])):
-            continue  # overlaps a better window of the same document
-        taken.setdefault(doc.id, []).append((a, b))
-        chosen.append(
-            Passage(
-                id=f"{doc.id}@{a}-{b}",
-                text=doc.text[a:b],
-                metadata={"doc_id": doc.id, "title": doc.title, "start": a, "end": b, "doc_score": doc_score},
-                source="retrieved",
-                dense_score=float(sims[i]),
-                embedding=vecs[int(i)],
-            )
-        )
-        if len(chosen) >= k:
-            break
-    return chosen
 
 
 class TitleTrie:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -15,8 +14,8 @@ from meve.config import MeVeConfig
 from meve.context import LexicalSearch, PhaseCallback, cosine_to, select_context
 from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf
-from meve.lexical import DEFAULT_BM25, BM25Backend, make_bm25, top_k
-from meve.locate import Document, DocumentIndex, best_passages, sentence_windows
+from meve.hierarchy import Hierarchy, best_passages, documents_from
+from meve.lexical import DEFAULT_BM25, LexicalIndex
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
 from meve.records import ContextResult, Passage, PhaseRecord, check_query, check_text
 from meve.store import ChromaStore, PassageStore, check_metadata, chroma_call, chroma_client, unique_collection_name
@@ -24,8 +23,6 @@ from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
 
 __all__ = [
-    "Hierarchy",
-    "LexicalIndex",
     "MeVe",
     "check_embedder",
     "check_texts",
@@ -68,46 +65,6 @@ def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[l
             raise InputError(f"metadatas has {len(metadatas)} entries but texts has {len(texts)}; give one per text (or None)")
         metas = [check_metadata(m, f"metadatas[{i}]") for i, m in enumerate(metadatas)]
     return texts, ids, metas
-
-
-class LexicalIndex:
-    """BM25 over the store's passages, addressed by passage id (thread-safe)."""
-
-    def __init__(self, ids: Sequence[str], texts: Sequence[str], backend: str = DEFAULT_BM25) -> None:
-        self.backend_name = backend
-        self.ids: list[str] = list(ids)
-        self._known = set(self.ids)
-        self.backend: BM25Backend = make_bm25(backend, texts)
-        self._lock = threading.Lock()
-
-    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        with self._lock:
-            fresh = [(i, t) for i, t in zip(ids, texts, strict=True) if i not in self._known]
-            self.ids.extend(i for i, _ in fresh)
-            self._known.update(i for i, _ in fresh)
-            self.backend.add([t for _, t in fresh])
-
-    def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        with self._lock:
-            if not self.ids or k <= 0:
-                return []
-            return [(self.ids[i], s) for i, s in top_k(self.backend.get_scores(query), k)]
-
-    def catch_up(self, store: ChromaStore) -> int:
-        """Passages other handles or processes (app replicas) added to the collection since this
-        index last looked: one ``count()``, and only on a difference the rows after the ones known
-        (Chroma returns rows in the order it stored them; a full id scan if that does not add up).
-        Returns how many were added."""
-        total = store.count()
-        known = len(self.ids)
-        if total <= known:
-            return 0
-        ids, texts = store.documents(offset=known)
-        self.add(ids, texts)
-        if len(self.ids) < total:
-            ids, texts = store.documents()
-            self.add(ids, texts)
-        return len(self.ids) - known
 
 
 def check_embedder(collection: Any, embedder: Embedder) -> None:
@@ -266,7 +223,7 @@ class MeVe:
         show_progress: bool = False,
     ) -> MeVe:
         """Whole documents, no pre-chunking: ``(doc_id, title, text)`` tuples, dicts with those keys,
-        or :class:`meve.locate.Document`. Phase 1 is MindRef-style (documents by title + summary,
+        or :class:`meve.hierarchy.Document`. Phase 1 is MindRef-style (documents by title + summary,
         then sentence windows inside them); the fallback is BM25 over the windows of every document.
 
         Every sentence window (one starting at each sentence, ``passage_tokens`` long) is embedded
@@ -275,7 +232,7 @@ class MeVe:
         cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
         embedder = embedder if embedder is not None else default_embedder()
         counter = get_token_counter(token_counter)
-        hierarchy = Hierarchy(_documents(documents), embedder, counter, cfg.passage_tokens, summary_tokens, show_progress=show_progress)
+        hierarchy = Hierarchy(documents_from(documents), embedder, counter, cfg.passage_tokens, summary_tokens, show_progress=show_progress)
         return cls(None, hierarchy.lexical, config=cfg, embedder=embedder, scorer=scorer, token_counter=counter, hierarchy=hierarchy)
 
     def add_texts(
@@ -442,99 +399,6 @@ class MeVe:
             info={"k": k},
         )
         return ContextResult(query=query, documents=docs, context=context, token_count=total, trace=(rec,), config={"k": k})
-
-
-def _documents(documents: Iterable[Any]) -> list[Document]:
-    out: list[Document] = []
-    for i, d in enumerate(documents):
-        if isinstance(d, Document):
-            out.append(d)
-        elif isinstance(d, Mapping) and {"id", "title", "text"} <= set(d):
-            out.append(Document(str(d["id"]), str(d["title"]), str(d["text"])))
-        elif isinstance(d, tuple | list) and len(d) == 3 and all(isinstance(x, str) for x in d):
-            out.append(Document(*d))
-        else:
-            raise InputError(f"documents[{i}]={d!r:.80} must be (doc_id, title, text), a dict with id/title/text, or meve.locate.Document")
-        if not out[-1].text.strip():
-            raise InputError(f"document {out[-1].id!r} has no text")
-    ids = [d.id for d in out]
-    if len(set(ids)) != len(ids):
-        raise InputError(f"duplicate document ids: {sorted({i for i in ids if ids.count(i) > 1})[:5]}")
-    return out
-
-
-class Hierarchy:
-    """Everything hierarchical retrieval needs: the document index, every document's sentence
-    windows with their embeddings (computed at build time), and BM25 over the windows."""
-
-    def __init__(
-        self, documents: list[Document], embedder: Embedder, counter: TokenCounter, passage_tokens: int, summary_tokens: int, *, show_progress: bool = False
-    ) -> None:
-        from tqdm.auto import tqdm
-
-        self.documents = documents
-        self.embedder = embedder
-        self.counter = counter
-        self.index = DocumentIndex(documents, embedder, counter=counter, summary_tokens=summary_tokens)
-        self.windows: list[tuple[Document, int, int]] = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, passage_tokens, counter, stride=2)]
-        self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [_window_text(d, a, b) for d, a, b in self.windows], DEFAULT_BM25)
-        self._by_id = {f"{d.id}@{a}-{b}": (d, a, b) for d, a, b in self.windows}
-        self._lock = threading.Lock()
-        self._windows: dict[tuple[int, str], tuple[list[tuple[int, int]], np.ndarray]] = {}
-        spans = {d.id: sentence_windows(d.text, passage_tokens, counter) for d in documents}
-        flat = [(d, a, b) for d in documents for a, b in spans[d.id]]
-        blocks: list[np.ndarray] = []
-        bar = tqdm(total=len(flat), desc="meve: embedding windows", unit="window", disable=not show_progress)
-        try:
-            for start in range(0, len(flat), 256):  # batches, so the bar moves
-                batch = flat[start : start + 256]
-                blocks.append(np.asarray(embedder.encode([_window_text(*w) for w in batch]), dtype=np.float32))
-                bar.update(len(batch))
-        finally:
-            bar.close()
-        vecs = np.concatenate(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
-        at = 0
-        for d in documents:
-            n = len(spans[d.id])
-            self._windows[(passage_tokens, d.id)] = (spans[d.id], vecs[at : at + n])
-            at += n
-
-    def windows_of(self, doc: Document, passage_tokens: int) -> tuple[list[tuple[int, int]], np.ndarray]:
-        """A document's windows and embeddings; a per-call ``passage_tokens`` other than the built
-        one is embedded on first use and kept."""
-        key = (passage_tokens, doc.id)
-        with self._lock:
-            hit = self._windows.get(key)
-        if hit is not None:
-            return hit
-        spans = sentence_windows(doc.text, passage_tokens, self.counter)
-        vecs = np.asarray(self.embedder.encode([_window_text(doc, a, b) for a, b in spans]), dtype=np.float32)
-        with self._lock:
-            self._windows[key] = (spans, vecs)
-        return spans, vecs
-
-    def search(self, query: str, k: int) -> list[Passage]:
-        hits = self.lexical.search(query, k)
-        if not hits:
-            return []
-        rows = [self._by_id[pid] for pid, _ in hits]
-        vecs = self.embedder.encode([_window_text(d, a, b) for d, a, b in rows])
-        return [
-            Passage(
-                id=pid,
-                text=d.text[a:b],
-                metadata={"doc_id": d.id, "title": d.title, "start": a, "end": b},
-                source="retrieved",
-                bm25_score=s,
-                embedding=vecs[j],
-            )
-            for j, ((pid, s), (d, a, b)) in enumerate(zip(hits, rows, strict=True))
-        ]
-
-
-def _window_text(doc: Document, start: int, end: int) -> str:
-    """What is embedded and BM25-indexed for a window: the title gives the passage its subject."""
-    return f"{doc.title}: {doc.text[start:end]}"
 
 
 def _ms(t0: float) -> float:

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meve import ConfigError, InputError, MeVe, MeVeConfig, get_token_counter
-from meve.locate import Document, ExactIndex, Span, naive_locate, sentence_windows
+from meve.hierarchy import Document, sentence_windows
+from meve.locate import ExactIndex, Span, naive_locate
 from tests.fakes import FakeEmbedder, FakeScorer
 
 ALPHABET = "abé c.\n"
