@@ -305,3 +305,10 @@ def test_compressor_prunes_sentences_and_gives_their_offsets(minilm):
     spans = top.metadata["meve_spans"]
     assert " … ".join(PRUNE_DOCS[0][a:b] for a, b in spans) == top.page_content
     assert top.metadata["src"] == 0 and docs[0].page_content == PRUNE_DOCS[0]
+
+
+def test_compressor_without_verification_labels_nothing_verified(minilm):
+    docs = [Document(page_content=t, id=f"d{i}") for i, t in enumerate(TEXTS[:6])]
+    out = MeVeCompressor(embedder=minilm, verify=False, t_max=2000).compress_documents(docs, "How do pneumatic tyres make cycling more comfortable?")
+    assert out and {d.metadata["meve_source"] for d in out} <= {"unverified", "fallback"}
+    assert "unverified" in {d.metadata["meve_source"] for d in out}
