@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from meve.budget import shrink_to_fit
 from meve.chunking import sentence_spans
 from meve.config import MeVeConfig
 from meve.errors import ConfigError
@@ -98,15 +99,8 @@ def pack_context(
     then the joined text is counted, because a join can tokenise longer than its parts, and trailing
     passages are dropped until the rendered context fits. Returns (what was kept, context, its tokens)."""
     out = pack_budget(passages, counts, t_max, counter.count(separator), max_passages)
-    kept = list(out.kept)
-    dropped = list(out.dropped)
-    context = separator.join(p.text for p in kept)
-    total = counter.count(context)
-    while total > t_max and kept:
-        last = kept.pop()
-        dropped.append(Dropped(last.id, f"joined context was {total} tokens > t_max {t_max}", float(last.tokens or 0)))
-        context = separator.join(p.text for p in kept)
-        total = counter.count(context)
+    kept, over, context, total = shrink_to_fit(list(out.kept), lambda ps: separator.join(p.text for p in ps), counter, t_max)
+    dropped = list(out.dropped) + [Dropped(p.id, f"joined context was {n} tokens > t_max {t_max}", float(p.tokens or 0)) for p, n in over]
     return PhaseOutput(tuple(kept), tuple(dropped), out.info), context, total
 
 

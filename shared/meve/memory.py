@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from meve.budget import shrink_to_fit
 from meve.config import MemoryConfig, validate_weights
 from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf, weighted_sum
@@ -854,20 +855,17 @@ class MomentaryMemory:
         for rank, i in enumerate(ranked[cap:], start=cap + 1):
             if i not in picked:  # a partner turn may rank here and still be in
                 trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)
-        order = sorted(picked, key=lambda i: keys[i])
-        chosen_turns = tuple(picked[i] for i in order)
-        used_total = self.token_counter.count(render(chosen_turns, dates=cfg.dates))
-        # Token counts of joined text can differ from the sum of the parts: the budget holds on the joined text.
-        while used_total > cfg.l_max:
-            # picked is in priority order (recent, kept roles, relevance with partners): drop from its end.
-            droppable = [i for i in reversed(picked) if i not in recent_idx]
-            if not droppable:
-                break
-            last = droppable[0]
-            del picked[last]
-            trace(last, False, f"rendered context was {used_total} tokens > l_max {cfg.l_max}", 0)
-            chosen_turns = tuple(picked[i] for i in sorted(picked, key=lambda i: keys[i]))
-            used_total = self.token_counter.count(render(chosen_turns, dates=cfg.dates))
+
+        # picked is in priority order (recent, kept roles, relevance with partners): the rendered,
+        # chronological text must fit, so the shared rule drops from the end, never a recent turn.
+        def rendered(idx: list[int]) -> str:
+            return render(tuple(picked[i] for i in sorted(idx, key=lambda i: keys[i])), dates=cfg.dates)
+
+        kept_idx, over, _, used_total = shrink_to_fit(list(picked), rendered, self.token_counter, cfg.l_max, keep=frozenset(recent_idx))
+        for i, n in over:
+            del picked[i]
+            trace(i, False, f"rendered context was {n} tokens > l_max {cfg.l_max}", 0)
+        chosen_turns = tuple(picked[i] for i in sorted(kept_idx, key=lambda i: keys[i]))
 
         def build_trace() -> tuple[TurnTrace, ...]:
             order = sorted(traces, key=lambda i: (i not in picked, -(fused.get(i) or 0.0) if i not in recent else -1e9, keys[i]))
