@@ -51,22 +51,18 @@ class DiskCachedEmbedder:
         with self._lock:
             missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts, strict=True) if k not in self._index))
         if missing:
-            vecs = self.inner.encode([t for _, t in missing])
-            with self._lock:
-                for (k, _), v in zip(missing, vecs, strict=True):
-                    if k not in self._index:
-                        self._index[k] = len(self._rows)
-                        self._rows.append(np.asarray(v, dtype=np.float32))
-                self.computed += len(missing)
-                self._dirty = True
+            self._insert([k for k, _ in missing], self.inner.encode([t for _, t in missing]))
+            self.computed += len(missing)
         with self._lock:
             return np.stack([self._rows[self._index[k]] for k in keys]) if keys else np.zeros((0, self.dimension), np.float32)
 
     def put(self, texts: Sequence[str], vecs: np.ndarray) -> None:
         """Vectors of ``texts`` computed elsewhere by the same model (a forward pass that also gave token vectors)."""
+        self._insert([hashlib.sha1(t.encode()).hexdigest() for t in texts], vecs)
+
+    def _insert(self, keys: Sequence[str], vecs: np.ndarray) -> None:
         with self._lock:
-            for text, v in zip(texts, vecs, strict=True):
-                key = hashlib.sha1(text.encode()).hexdigest()
+            for key, v in zip(keys, vecs, strict=True):
                 if key not in self._index:
                     self._index[key] = len(self._rows)
                     self._rows.append(np.asarray(v, dtype=np.float32))

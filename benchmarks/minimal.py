@@ -116,26 +116,21 @@ class TokenDiskCache:
         lengths = data["lengths"]
         bounds = np.concatenate([[0], np.cumsum(lengths)])
         q, s = data["q"], data["s"]
-        with cache._lock:
-            for i, key in enumerate(data["keys"].tolist()):
-                row = (q[bounds[i] : bounds[i + 1]], s[bounds[i] : bounds[i + 1]])
-                cache._rows[key] = row
-                cache.bytes += row[0].nbytes + row[1].nbytes
+        for i, key in enumerate(data["keys"].tolist()):
+            cache.put_quantized(key, q[bounds[i] : bounds[i + 1]], s[bounds[i] : bounds[i + 1]])
         return len(lengths)
 
     def save(self, cache: TokenVectorCache) -> None:
-        with cache._lock:
-            keys = list(cache._rows)
-            rows = [cache._rows[k] for k in keys]
+        rows = cache.quantized()
         if not rows:
             return
         CACHE.mkdir(parents=True, exist_ok=True)
         np.savez(
             self.path,
-            keys=np.array(keys),
-            lengths=np.array([len(r[0]) for r in rows]),
-            q=np.concatenate([r[0] for r in rows]),
-            s=np.concatenate([r[1] for r in rows]),
+            keys=np.array([k for k, _, _ in rows]),
+            lengths=np.array([len(q) for _, q, _ in rows]),
+            q=np.concatenate([q for _, q, _ in rows]),
+            s=np.concatenate([s for _, _, s in rows]),
         )
 
 
@@ -155,7 +150,7 @@ class Bench:
 
     def _prime(self, texts: list[str], li: LateInteractionScorer) -> None:
         """One forward pass per new passage gives both its token vectors and its dense vector."""
-        missing = [t for t in dict.fromkeys(texts) if text_key(t) not in li.cache._rows]
+        missing = [t for t in dict.fromkeys(texts) if text_key(t) not in li.cache]
         for start in range(0, len(missing), 256):
             batch = missing[start : start + 256]
             vecs = li.embed_and_cache(batch)

@@ -33,6 +33,12 @@ def _target(ok: bool, text: str) -> str:
     return f"- {'MET' if ok else 'MISSED'}: {text}"
 
 
+def _save(fig: Any, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(RESULTS / name, dpi=120)
+    return name
+
+
 def _plots(res: dict[str, Any]) -> list[str]:
     import matplotlib
 
@@ -53,9 +59,7 @@ def _plots(res: dict[str, Any]) -> list[str]:
         ax.set_ylabel("supporting-paragraph recall")
         ax.set_title("HotpotQA: tokens vs recall")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "pareto_hotpotqa.png", dpi=120)
-        made.append("pareto_hotpotqa.png")
+        made.append(_save(fig, "pareto_hotpotqa.png"))
     mn = res.get("minimal")
     if mn:
         fig, axes = plt.subplots(1, len(mn["datasets"]), figsize=(11, 4))
@@ -73,9 +77,7 @@ def _plots(res: dict[str, Any]) -> list[str]:
             ax.set_ylabel("answer-in-context rate")
             ax.set_title(f"{NAMES[name]} test")
             ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "pareto_minimal.png", dpi=120)
-        made.append("pareto_minimal.png")
+        made.append(_save(fig, "pareto_minimal.png"))
     mt = res.get("memory_tuning")
     if mt:
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -88,9 +90,7 @@ def _plots(res: dict[str, Any]) -> list[str]:
         ax.set_ylabel("evidence-turn recall (test conversations)")
         ax.set_title("LoCoMo test: recall vs budget")
         ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "locomo_recall.png", dpi=120)
-        made.append("locomo_recall.png")
+        made.append(_save(fig, "locomo_recall.png"))
     s = res.get("speed")
     ms = res.get("memory_speed")
     if s or ms:
@@ -113,9 +113,7 @@ def _plots(res: dict[str, Any]) -> list[str]:
         ax.set_ylabel("ms")
         ax.set_title("Latency vs size (CPU)")
         ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "speed_loglog.png", dpi=120)
-        made.append("speed_loglog.png")
+        made.append(_save(fig, "speed_loglog.png"))
     return made
 
 

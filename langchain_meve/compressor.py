@@ -10,6 +10,7 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from langchain_meve.retriever import meve_metadata
 from meve import MeVeConfig
 from meve.context import embed_passages, local_lexical, select_context
 from meve.models import LazyModels
@@ -64,10 +65,7 @@ class MeVeCompressor(BaseDocumentCompressor):
         out = []
         for p in result.documents:
             src = documents[int(p.id)]
-            meta = {**src.metadata, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
-            if p.spans is not None:  # sentence pruning: the text is the kept sentences; offsets into the original
-                meta["meve_spans"] = [list(span) for span in p.spans]
-            out.append(Document(page_content=p.text, metadata=meta, id=src.id))
+            out.append(Document(page_content=p.text, metadata=meve_metadata(p, src.metadata), id=src.id))
         return out
 
     async def acompress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:

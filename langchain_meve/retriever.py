@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -20,10 +20,16 @@ _CALL_OVERRIDES = ("k", *(f for f in MeVeConfig.__dataclass_fields__ if f != "ma
 
 def passage_to_document(p: Passage) -> Document:
     # The passage id travels as Document.id: a user's own "id" metadata key is left as they stored it.
-    meta = {**p.metadata, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
+    return Document(page_content=p.text, metadata=meve_metadata(p, p.metadata), id=p.id)
+
+
+def meve_metadata(p: Passage, base: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` plus what meve adds (its ``meve_*`` keys are reserved, so nothing of the user's is overwritten);
+    ``meve_spans`` when sentences were pruned: offsets of the kept text in the original."""
+    meta = {**base, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
     if p.spans is not None:
         meta["meve_spans"] = [list(span) for span in p.spans]
-    return Document(page_content=p.text, metadata=meta, id=p.id)
+    return meta
 
 
 def check_k(k: Any) -> int | None:

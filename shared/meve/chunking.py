@@ -69,11 +69,7 @@ def _long_sentence(text: str, a: int, b: int, max_tokens: int, counter: TokenCou
     """A sentence longer than a chunk, as consecutive pieces of at most ``max_tokens``: nothing is dropped."""
     pos = a
     while pos < b:
-        part = text[pos:b]
-        cut = counter.truncate(part, max_tokens)
-        while cut and not part.startswith(cut):  # a decoded cut inside a multi-byte character is not a prefix
-            cut = cut[:-1]
-        end = pos + max(1, len(cut))
+        end = pos + max(1, len(counter.truncate(text[pos:b], max_tokens)))  # a prefix (TokenCounter.truncate)
         if text[pos:end].strip():
             yield _strip(text, pos, end)
         pos = end

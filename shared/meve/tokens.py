@@ -61,7 +61,8 @@ class TokenCounter(Protocol):
 
     def count(self, text: str) -> int: ...
 
-    def truncate(self, text: str, max_tokens: int) -> str: ...
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` with at most ``max_tokens`` tokens."""
 
 
 class _Encoded:

@@ -95,6 +95,15 @@ class TokenVectorCache:
     def __len__(self) -> int:
         return len(self._rows)
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._rows
+
+    def quantized(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """A snapshot of every entry as stored: (key, int8 rows, fp16 scales), oldest first."""
+        with self._lock:
+            return [(k, q, s) for k, (q, s) in self._rows.items()]
+
     def get(self, key: str) -> np.ndarray | None:
         with self._lock:
             row = self._rows.get(key)
@@ -104,7 +113,10 @@ class TokenVectorCache:
         return dequantize(*row)
 
     def put(self, key: str, tokens: np.ndarray) -> None:
-        q, s = quantize(np.asarray(tokens, dtype=np.float32))
+        self.put_quantized(key, *quantize(np.asarray(tokens, dtype=np.float32)))
+
+    def put_quantized(self, key: str, q: np.ndarray, s: np.ndarray) -> None:
+        """An entry already in the stored form (see :meth:`quantized`), evicting past ``max_bytes``."""
         size = q.nbytes + s.nbytes
         with self._lock:
             old = self._rows.pop(key, None)
