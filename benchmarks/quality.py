@@ -155,37 +155,6 @@ def wikipedia(data: Path) -> dict[str, Any]:
     }
 
 
-def hierarchical_vs_flat(data: Path, full: bool, t_max: int = 256, limit: int | None = None) -> dict[str, Any]:
-    questions = load_hotpot(data, full)
-    docs: dict[str, str] = {}
-    for q in questions:
-        for title, sents in q["context"]:
-            docs.setdefault(title, " ".join(sents))
-    emb = embedder()
-    flat = MeVe.from_texts([f"{t}: {x}" for t, x in docs.items()], ids=list(docs), embedder=emb, scorer=BiEncoderScorer(emb))
-    hier = MeVe.from_documents([(t, t, x) for t, x in docs.items()], embedder=emb, scorer=BiEncoderScorer(emb), config=MeVeConfig(k_docs=5, passage_tokens=150))
-    out: dict[str, Any] = {"t_max": t_max, "dataset": f"HotpotQA, {len(questions[:limit])} questions over {len(docs)} documents"}
-    for name, m in (("flat", flat), ("hierarchical", hier)):
-        rprec, sent, toks, ms = [], [], [], []
-        for q in questions[:limit]:
-            titles, sents = _sup(q)
-            r = m.run(q["question"], t_max=t_max)
-            ret = r.phase("retrieve")
-            ranked = ret.info["documents"] if name == "hierarchical" else list(dict.fromkeys(ret.kept))
-            rprec.append(len(set(ranked[: len(titles)]) & titles) / len(titles))
-            sent.append(sum(s.strip() in r.context for s in sents) / max(1, len(sents)))
-            toks.append(r.token_count)
-            ms.append(r.total_ms)
-        out[name] = {
-            "doc_r_precision": round(float(np.mean(rprec)), 4),
-            "sent_recall": round(float(np.mean(sent)), 4),
-            "tokens": round(float(np.mean(toks)), 1),
-            "ms_p50": round(pct(ms, 50), 2),
-        }
-    emb.save()
-    return out
-
-
 def exact_localisation(data: Path, sizes: list[int], probes: int = 200) -> list[dict[str, Any]]:
     questions = load_hotpot(data, True) if (data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").exists() else load_hotpot(data, False)
     base = [" ".join(s) for q in questions for _, s in q["context"]]

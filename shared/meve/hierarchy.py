@@ -1,31 +1,65 @@
 """Hierarchical retrieval (MindRef, arXiv 2402.17010): documents first, then the passage inside them.
 
-* :class:`DocumentIndex` picks documents by title (BM25) and a per-document summary
-  embedding (dense), fused by min-max weighted sum: no pre-chunking.
-* :func:`best_passages` scores sentence windows of about ``passage_tokens`` tokens
-  inside the chosen documents and returns them with character offsets.
-* :class:`Hierarchy` holds all of it for ``MeVe.from_documents``: every window embedded once at
-  build time, and BM25 over the windows for the fallback.
+Everything a query needs is computed at ingestion and kept in two Chroma collections:
+
+* ``<name>-documents``: one row per document (its full text, its title, and the embedding of
+  its title and lead, the "summary");
+* ``<name>-windows``: every sentence window of about ``passage_tokens`` tokens, with its
+  ``doc_id`` and character offsets ``start``/``end`` in metadata and its own embedding.
+
+A query embeds once, then only looks things up. :meth:`Hierarchy.select` scores a pool of
+documents by five signals (:data:`DOC_SIGNALS`) fused by a min-max weighted sum whose weights
+were fitted on dev data; :meth:`Hierarchy.localise` ranks the chosen documents' windows by dense
+and BM25 rank (RRF), and MeVe's phases 2-5 run on them unchanged. :meth:`Hierarchy.locate`
+finds a quote's exact source with the suffix array of :mod:`meve.locate`.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from meve.chunking import sentence_spans
-from meve.errors import InputError
-from meve.fusion import weighted_sum
-from meve.lexical import DEFAULT_BM25, IncrementalBM25, LexicalIndex
-from meve.models import Embedder
+from meve.errors import ConfigError, InputError
+from meve.fusion import rrf, weighted_sum
+from meve.lexical import STOPWORDS, IncrementalBM25, top_k
+from meve.locate import ExactIndex, Span
+from meve.models import Embedder, RelevanceScorer, embedder_dimension
 from meve.records import Passage
+from meve.store import ChromaStore, check_embedder, chroma_call
 from meve.tokens import TokenCounter, count_many
 
-__all__ = ["Document", "DocumentIndex", "Hierarchy", "best_passages", "documents_from", "sentence_windows"]
+__all__ = [
+    "DEFAULT_DOC_WEIGHTS",
+    "DOC_SIGNALS",
+    "Document",
+    "DocumentChoice",
+    "Hierarchy",
+    "TitleIndex",
+    "check_doc_weights",
+    "documents_from",
+    "fuse_documents",
+    "lead_text",
+    "sentence_windows",
+    "title_key",
+]
+
+# What the document stage knows about a document, each a score per pooled document:
+#   title: 1 if the query mentions the document's title (word for word), else 0;
+#   bm25: BM25 of the query over the document's title and full text;
+#   summary: cosine of the query to the embedding of the title and lead;
+#   window: the best cosine of the query to one of the document's windows;
+#   verifier: the MeVe verifier's score of the title and lead.
+DOC_SIGNALS: tuple[str, ...] = ("title", "bm25", "summary", "window", "verifier")
+# Fitted on dev questions only (BENCHMARKS.md, "Hierarchical retrieval"; benchmarks/hierarchical.py).
+DEFAULT_DOC_WEIGHTS: Mapping[str, float] = MappingProxyType({"title": 0.5, "bm25": 1.0, "summary": 0.25, "window": 0.25, "verifier": 0.5})
 
 
 @dataclass(frozen=True)
@@ -35,29 +69,6 @@ class Document:
     id: str
     title: str
     text: str
-
-
-class DocumentIndex:
-    """Document stage: BM25 over titles fused with cosine to a summary embedding (title + opening)."""
-
-    def __init__(
-        self, documents: Sequence[Document], embedder: Embedder, *, counter: TokenCounter, summary_tokens: int = 64, weights: dict[str, float] | None = None
-    ) -> None:
-        if not documents:
-            raise InputError("documents is empty: give at least one (title, text) document")
-        self.documents = list(documents)
-        self.embedder = embedder
-        self.weights = weights if weights is not None else {"title": 0.4, "summary": 0.6}
-        self._titles = IncrementalBM25([d.title for d in self.documents])
-        summaries = [f"{d.title}: {counter.truncate(d.text, summary_tokens)}" for d in self.documents]
-        self._summary_vecs = np.asarray(embedder.encode(summaries), dtype=np.float32)
-
-    def select(self, query: str, query_vec: np.ndarray, k: int) -> list[tuple[int, float]]:
-        bm25 = self._titles.get_scores(query)
-        cos = self._summary_vecs @ query_vec
-        signals = {"title": {i: float(s) for i, s in enumerate(bm25) if s > 0}, "summary": {i: float(s) for i, s in enumerate(cos)}}
-        fused = weighted_sum(signals, self.weights)
-        return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
 def sentence_windows(text: str, passage_tokens: int, counter: TokenCounter, stride: int = 1) -> list[tuple[int, int]]:
@@ -80,49 +91,6 @@ def sentence_windows(text: str, passage_tokens: int, counter: TokenCounter, stri
     return out
 
 
-Windows = Callable[[Document], tuple[Sequence[tuple[int, int]], np.ndarray]]
-
-
-def best_passages(query_vec: np.ndarray, documents: Sequence[tuple[Document, float]], windows: Windows, *, k: int = 10) -> list[Passage]:
-    """Passage stage: score every sentence window of the chosen documents; the best ``k``
-    (overlapping windows of one document collapsed to the best).
-
-    ``windows(doc)`` gives a document's window spans and their embeddings, computed at index
-    time, so a query costs one matrix product per chosen document and no model call.
-    """
-    cands: list[tuple[Document, float, int, int]] = []
-    blocks: list[np.ndarray] = []
-    for doc, doc_score in documents:
-        spans, vecs = windows(doc)
-        cands.extend((doc, doc_score, a, b) for a, b in spans)
-        blocks.append(np.asarray(vecs, dtype=np.float32))
-    if not cands:
-        return []
-    vecs = np.concatenate(blocks)
-    sims = vecs @ query_vec
-    order = np.argsort(-sims, kind="stable")
-    chosen: list[Passage] = []
-    taken: dict[str, list[tuple[int, int]]] = {}
-    for i in order:
-        doc, doc_score, a, b = cands[int(i)]
-        if any(a < y and x < b for x, y in taken.get(doc.id, [])):
-            continue  # overlaps a better window of the same document
-        taken.setdefault(doc.id, []).append((a, b))
-        chosen.append(
-            Passage(
-                id=f"{doc.id}@{a}-{b}",
-                text=doc.text[a:b],
-                metadata={"doc_id": doc.id, "title": doc.title, "start": a, "end": b, "doc_score": doc_score},
-                source="retrieved",
-                dense_score=float(sims[i]),
-                embedding=vecs[int(i)],
-            )
-        )
-        if len(chosen) >= k:
-            break
-    return chosen
-
-
 def documents_from(documents: Iterable[Any]) -> list[Document]:
     """Validated :class:`Document` records from tuples, dicts or Documents."""
     out: list[Document] = []
@@ -143,75 +111,356 @@ def documents_from(documents: Iterable[Any]) -> list[Document]:
     return out
 
 
+def check_doc_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
+    """Weights of the document signals: names from :data:`DOC_SIGNALS`, finite numbers >= 0, one > 0."""
+    if weights is None:
+        return dict(DEFAULT_DOC_WEIGHTS)
+    if not isinstance(weights, Mapping):
+        raise ConfigError("doc_weights", weights, "a dict of signal name -> weight, names from " + ", ".join(DOC_SIGNALS))
+    out: dict[str, float] = {}
+    for name, w in weights.items():
+        if name not in DOC_SIGNALS:
+            raise ConfigError("doc_weights", dict(weights), "signal names from " + ", ".join(repr(n) for n in DOC_SIGNALS) + f" (got {name!r})")
+        if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w < 0:
+            raise ConfigError("doc_weights", dict(weights), f"finite weights >= 0 (got {name!r}: {w!r})")
+        out[name] = float(w)
+    if not any(out.values()):
+        raise ConfigError("doc_weights", dict(weights), "at least one weight > 0")
+    return out
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def title_key(title: str) -> tuple[str, ...]:
+    """The words a query must contain, in this order, to mention ``title``: lower-cased, with a
+    trailing disambiguation such as "Mercury (planet)" dropped. Empty (never matched) when every
+    word is a stopword, so a title like "The Who" is not found in every question that says "who"."""
+    words = tuple(_WORD.findall(_QUALIFIER.sub("", title).lower()))
+    return words if any(w not in STOPWORDS for w in words) else ()
+
+
+class TitleIndex:
+    """Titles mentioned in a query: the query's word n-grams looked up in a dict, so the cost
+    grows with the query's length, not with the number of documents."""
+
+    def __init__(self) -> None:
+        self._docs: dict[tuple[str, ...], list[int]] = {}
+        self._longest = 0
+
+    def add(self, position: int, title: str) -> None:
+        key = title_key(title)
+        if key:
+            self._docs.setdefault(key, []).append(position)
+            self._longest = max(self._longest, len(key))
+
+    def mentioned(self, query: str) -> set[int]:
+        words = _WORD.findall(query.lower())
+        found: set[int] = set()
+        for i in range(len(words)):
+            for n in range(1, min(self._longest, len(words) - i) + 1):
+                found.update(self._docs.get(tuple(words[i : i + n]), ()))
+        return found
+
+
+@dataclass(frozen=True)
+class DocumentChoice:
+    """A document the document stage chose: its fused score and the raw signals behind it."""
+
+    id: str
+    title: str
+    score: float
+    signals: Mapping[str, float] = field(default_factory=dict)
+
+
+def fuse_documents(signals: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], k: int) -> list[tuple[int, float]]:
+    """The ``k`` best pooled documents by the min-max weighted sum of their signals (ties by position)."""
+    fused = weighted_sum(signals, weights)
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def lead_text(title: str, text: str, counter: TokenCounter, summary_tokens: int) -> str:
+    """A document's summary as embedded and verified: its title and its first ``summary_tokens`` tokens."""
+    return f"{title}: {counter.truncate(text, summary_tokens)}"
+
+
+Vectors = Callable[[list[str]], np.ndarray]
+
+
 class Hierarchy:
-    """Everything hierarchical retrieval needs: the document index, every document's sentence
-    windows with their embeddings (computed at build time), and BM25 over the windows."""
+    """Documents and their sentence windows in two Chroma collections, with BM25 and a title index
+    in memory (built from what the collections hold, so a persistent corpus reopens as it was).
+
+    ``vectors`` embeds texts at ingestion: MeVe passes the forward pass that also caches the
+    late-interaction verifier's token vectors, so verification needs no model run at query time.
+    """
 
     def __init__(
-        self, documents: list[Document], embedder: Embedder, counter: TokenCounter, passage_tokens: int, summary_tokens: int, *, show_progress: bool = False
+        self,
+        client: Any,
+        name: str,
+        embedder: Embedder,
+        counter: TokenCounter,
+        *,
+        passage_tokens: int,
+        summary_tokens: int = 64,
+        weights: Mapping[str, float] | None = None,
+        pool: int = 30,
     ) -> None:
+        if isinstance(summary_tokens, bool) or not isinstance(summary_tokens, int) or summary_tokens < 1:
+            raise ConfigError("summary_tokens", summary_tokens, "an int >= 1 (tokens of each document's lead embedded with its title)")
+        if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= 10_000:
+            raise ConfigError("doc_pool", pool, "an int in [1, 10000] (documents each signal contributes to the pool the weights rank)")
+        self.embedder, self.counter = embedder, counter
+        self.passage_tokens, self.summary_tokens = passage_tokens, summary_tokens
+        self.weights = check_doc_weights(weights)
+        self.pool = pool
+        self.name = name
+        meta = {"hnsw:space": "cosine", "meve:embedder": embedder.name, "meve:passage_tokens": passage_tokens, "meve:summary_tokens": summary_tokens}
+        self._docs, self._wins = (
+            chroma_call(f"open collection {name}-{part}", client.get_or_create_collection, f"{name}-{part}", metadata=meta, embedding_function=None)
+            for part in ("documents", "windows")
+        )
+        for col in (self._docs, self._wins):
+            check_embedder(col, embedder)
+            stored = {k: (col.metadata or {}).get(f"meve:{k}") for k in ("passage_tokens", "summary_tokens")}
+            wanted = {"passage_tokens": passage_tokens, "summary_tokens": summary_tokens}
+            for key, value in stored.items():
+                if value is not None and value != wanted[key]:
+                    raise ConfigError(key, wanted[key], f"{value}, the value collection {col.name!r} was built with (windows are made at ingestion)")
+        dim = embedder_dimension(embedder)
+        self._doc_store = ChromaStore(self._docs, dimension=dim)
+        self._win_store = ChromaStore(self._wins, dimension=dim)
+        self._lock = threading.Lock()
+        self.ids: list[str] = []
+        self.titles: list[str] = []
+        self.texts: list[str] = []
+        self._leads: list[str] = []
+        self._position: dict[str, int] = {}
+        self._doc_bm25 = IncrementalBM25()
+        self._title_index = TitleIndex()
+        self._window_ids: list[str] = []
+        self._window_position: dict[str, int] = {}
+        self._window_bm25 = IncrementalBM25()
+        self._exact: ExactIndex | None = None
+        self._load()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def windows(self) -> int:
+        """How many windows are stored."""
+        return len(self._window_ids)
+
+    def collection_names(self) -> tuple[str, str]:
+        return self._docs.name, self._wins.name
+
+    def _load(self) -> None:
+        """Rebuild the in-memory indexes from the collections (a reopened persistent corpus)."""
+        self._remember_documents(_rows(self._docs, ["documents", "metadatas"]))
+        self._remember_windows(_rows(self._wins, ["documents"]))
+
+    def _remember_documents(self, rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
+        for doc_id, text, meta in rows:
+            self._position[doc_id] = len(self.ids)
+            self._title_index.add(len(self.ids), str(meta.get("title", "")))
+            self.ids.append(doc_id)
+            title = str(meta.get("title", ""))
+            self.titles.append(title)
+            self.texts.append(text)
+            self._leads.append(self._lead(title, text))
+        self._doc_bm25.add([f"{title}: {text}" for _, text, meta in rows for title in [str(meta.get("title", ""))]])
+        self._exact = None
+
+    def _remember_windows(self, rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
+        for wid, _, _ in rows:
+            self._window_position[wid] = len(self._window_ids)
+            self._window_ids.append(wid)
+        self._window_bm25.add([text for _, text, _ in rows])
+
+    def _lead(self, title: str, text: str) -> str:
+        return lead_text(title, text, self.counter, self.summary_tokens)
+
+    # -- ingestion ------------------------------------------------------------------------
+    def add(self, documents: Sequence[Document], vectors: Vectors, *, show_progress: bool = False, batch_size: int = 256) -> None:
+        """Window, embed and store ``documents``; ids already stored (by any handle) are refused."""
         from tqdm.auto import tqdm
 
-        self.documents = documents
-        self.embedder = embedder
-        self.counter = counter
-        self.index = DocumentIndex(documents, embedder, counter=counter, summary_tokens=summary_tokens)
-        self.windows: list[tuple[Document, int, int]] = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, passage_tokens, counter, stride=2)]
-        self.lexical = LexicalIndex([f"{d.id}@{a}-{b}" for d, a, b in self.windows], [_window_text(d, a, b) for d, a, b in self.windows], DEFAULT_BM25)
-        self._by_id = {f"{d.id}@{a}-{b}": (d, a, b) for d, a, b in self.windows}
-        self._lock = threading.Lock()
-        self._windows: dict[tuple[int, str], tuple[list[tuple[int, int]], np.ndarray]] = {}
-        spans = {d.id: sentence_windows(d.text, passage_tokens, counter) for d in documents}
-        flat = [(d, a, b) for d in documents for a, b in spans[d.id]]
-        blocks: list[np.ndarray] = []
-        bar = tqdm(total=len(flat), desc="meve: embedding windows", unit="window", disable=not show_progress)
+        clash = [d.id for d in documents if d.id in self._position]
+        clash += chroma_call("check document ids", self._docs.get, ids=[d.id for d in documents], include=[])["ids"] if documents else []
+        if clash:
+            raise InputError(f"documents already stored: {sorted(set(clash))[:5]}; use new ids")
+        windows = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, self.passage_tokens, self.counter)]
+        bar = tqdm(total=len(windows) + len(documents), desc="meve: embedding windows", unit="text", disable=not show_progress)
+        self._doc_store.mark_complete(False)  # cleared when every document is stored: a crash leaves the mark
         try:
-            for start in range(0, len(flat), 256):  # batches, so the bar moves
-                batch = flat[start : start + 256]
-                blocks.append(np.asarray(embedder.encode([_window_text(*w) for w in batch]), dtype=np.float32))
+            for start in range(0, len(windows), batch_size):
+                batch = windows[start : start + batch_size]
+                texts = [d.text[a:b] for d, a, b in batch]
+                ids = [f"{d.id}@{a}-{b}" for d, a, b in batch]
+                metas: list[Mapping[str, Any] | None] = [{"doc_id": d.id, "title": d.title, "start": a, "end": b} for d, a, b in batch]
+                self._win_store.add(ids, texts, metas, vectors(texts))
+                with self._lock:
+                    self._remember_windows([(i, t, {}) for i, t in zip(ids, texts, strict=True)])
                 bar.update(len(batch))
+            for start in range(0, len(documents), batch_size):
+                docs = documents[start : start + batch_size]
+                leads = [self._lead(d.title, d.text) for d in docs]
+                self._doc_store.add([d.id for d in docs], [d.text for d in docs], [{"title": d.title} for d in docs], vectors(leads))
+                with self._lock:
+                    self._remember_documents([(d.id, d.text, {"title": d.title}) for d in docs])
+                bar.update(len(docs))
         finally:
             bar.close()
-        vecs = np.concatenate(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
-        at = 0
-        for d in documents:
-            n = len(spans[d.id])
-            self._windows[(passage_tokens, d.id)] = (spans[d.id], vecs[at : at + n])
-            at += n
+        self._doc_store.mark_complete(True)
 
-    def windows_of(self, doc: Document, passage_tokens: int) -> tuple[list[tuple[int, int]], np.ndarray]:
-        """A document's windows and embeddings; a per-call ``passage_tokens`` other than the built
-        one is embedded on first use and kept."""
-        key = (passage_tokens, doc.id)
+    # -- document stage -------------------------------------------------------------------
+    def signals(self, query: str, query_vec: np.ndarray, verifier: RelevanceScorer | None = None) -> dict[str, dict[int, float]]:
+        """Every signal for the pool of documents: the top ``pool`` by summary cosine, by best
+        window and by BM25, and every document whose title the query mentions. ``verifier``
+        (None: that signal is left out) scores the pooled documents' title and lead."""
         with self._lock:
-            hit = self._windows.get(key)
-        if hit is not None:
-            return hit
-        spans = sentence_windows(doc.text, passage_tokens, self.counter)
-        vecs = np.asarray(self.embedder.encode([_window_text(doc, a, b) for a, b in spans]), dtype=np.float32)
-        with self._lock:
-            self._windows[key] = (spans, vecs)
-        return spans, vecs
+            n, n_windows = len(self.ids), len(self._window_ids)
+            bm25 = self._doc_bm25.get_scores(query)
+            mentioned = self._title_index.mentioned(query)
+        if n == 0:
+            return {}
+        qv = np.asarray(query_vec, dtype=np.float32)
+        summary = _similarities(chroma_call("search documents", self._docs.query, query_embeddings=[qv], n_results=min(self.pool, n), include=["distances"]))
+        hits = chroma_call(
+            "search windows", self._wins.query, query_embeddings=[qv], n_results=min(3 * self.pool, n_windows), include=["metadatas", "distances"]
+        )
+        best: dict[str, float] = {}
+        for wid, sim, meta in zip(hits["ids"][0], _distances(hits), hits["metadatas"][0], strict=True):
+            doc = str((meta or {}).get("doc_id", wid.rsplit("@", 1)[0]))
+            best[doc] = max(best.get(doc, -1.0), sim)
+        pool = {self._position[d] for d in summary if d in self._position}
+        pool |= {self._position[d] for d in list(best)[: self.pool] if d in self._position}
+        pool |= {i for i, _ in top_k(bm25, self.pool)}
+        pool |= mentioned
+        order = sorted(pool)
+        missing = [self.ids[i] for i in order if self.ids[i] not in summary]
+        if missing:
+            got = chroma_call("read document summaries", self._docs.get, ids=missing, include=["embeddings"])
+            summary.update({d: _cosine(np.asarray(v, dtype=np.float32), qv) for d, v in zip(got["ids"], got["embeddings"], strict=True)})
+        # A document with no window among the nearest has its best window below all of them: the
+        # lowest seen is an upper bound, which keeps the signal's order.
+        floor = min(best.values()) if best else 0.0
+        out: dict[str, dict[int, float]] = {
+            "title": {i: float(i in mentioned) for i in order},
+            "bm25": {i: float(bm25[i]) for i in order},
+            "summary": {i: summary.get(self.ids[i], 0.0) for i in order},
+            "window": {i: best.get(self.ids[i], floor) for i in order},
+        }
+        if verifier is not None:
+            scores = np.asarray(verifier.score(query, [self._leads[i] for i in order], query_vec=qv), dtype=np.float64)
+            out["verifier"] = {i: float(s) for i, s in zip(order, scores, strict=True)}
+        return out
 
-    def search(self, query: str, k: int) -> list[Passage]:
-        hits = self.lexical.search(query, k)
-        if not hits:
-            return []
-        rows = [self._by_id[pid] for pid, _ in hits]
-        vecs = self.embedder.encode([_window_text(d, a, b) for d, a, b in rows])
+    def select(self, query: str, query_vec: np.ndarray, k: int, verifier: Callable[[], RelevanceScorer]) -> list[DocumentChoice]:
+        """The ``k`` best documents; the verifier is asked for only when its weight is not 0."""
+        signals = self.signals(query, query_vec, verifier() if self.weights.get("verifier") else None)
+        chosen = fuse_documents(signals, self.weights, k)
         return [
-            Passage(
-                id=pid,
-                text=d.text[a:b],
-                metadata={"doc_id": d.id, "title": d.title, "start": a, "end": b},
-                source="retrieved",
-                bm25_score=s,
-                embedding=vecs[j],
-            )
-            for j, ((pid, s), (d, a, b)) in enumerate(zip(hits, rows, strict=True))
+            DocumentChoice(self.ids[i], self.titles[i], round(score, 4), {name: round(values[i], 4) for name, values in signals.items()}) for i, score in chosen
         ]
 
+    # -- passage stage --------------------------------------------------------------------
+    def localise(self, query: str, query_vec: np.ndarray, documents: Sequence[DocumentChoice], k: int) -> list[Passage]:
+        """The chosen documents' windows ranked by dense and BM25 rank (RRF), overlapping windows of
+        one document collapsed to the better one; the best ``k`` as passages with character offsets."""
+        if not documents:
+            return []
+        ids = [d.id for d in documents]
+        where = {"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": ids}}
+        got = chroma_call("read windows", self._wins.get, where=where, include=["documents", "metadatas", "embeddings"])
+        if not got["ids"]:
+            return []
+        qv = np.asarray(query_vec, dtype=np.float32)
+        vecs = np.asarray(got["embeddings"], dtype=np.float32)
+        dense = vecs @ qv / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
+        with self._lock:
+            scores = self._window_bm25.get_scores(query)
+            bm25 = np.array([scores[self._window_position[w]] if w in self._window_position else 0.0 for w in got["ids"]])
+        fused = rrf(
+            {
+                "dense": [int(i) for i in np.argsort(-dense, kind="stable")],
+                "bm25": [int(i) for i in np.argsort(-bm25, kind="stable") if bm25[i] > 0],
+            }
+        )
+        doc_score = {d.id: d.score for d in documents}
+        taken: dict[str, list[tuple[int, int]]] = {}
+        out: list[Passage] = []
+        for i in sorted(fused, key=lambda j: (-fused[j], j)):
+            meta = dict(got["metadatas"][i] or {})
+            doc, a, b = str(meta["doc_id"]), int(meta["start"]), int(meta["end"])
+            if any(a < y and x < b for x, y in taken.get(doc, [])):
+                continue  # overlaps a better window of the same document
+            taken.setdefault(doc, []).append((a, b))
+            meta["doc_score"] = doc_score.get(doc, 0.0)
+            out.append(
+                Passage(
+                    id=got["ids"][i],
+                    text=got["documents"][i] or "",
+                    metadata=meta,
+                    source="retrieved",
+                    dense_score=float(dense[i]),
+                    bm25_score=float(bm25[i]) if bm25[i] > 0 else None,
+                    embedding=vecs[i],
+                )
+            )
+            if len(out) >= k:
+                break
+        return out
 
-def _window_text(doc: Document, start: int, end: int) -> str:
-    """What is embedded and BM25-indexed for a window: the title gives the passage its subject."""
-    return f"{doc.title}: {doc.text[start:end]}"
+    def search(self, query: str, k: int) -> list[Passage]:
+        """BM25 over every window of every document (MeVe's fallback)."""
+        with self._lock:
+            hits = [(self._window_ids[i], s) for i, s in top_k(self._window_bm25.get_scores(query), k)]
+        if not hits:
+            return []
+        got = chroma_call("read windows", self._wins.get, ids=[w for w, _ in hits], include=["documents", "metadatas", "embeddings"])
+        rows = {w: (t, m, e) for w, t, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)}
+        return [
+            Passage(id=w, text=text or "", metadata=dict(meta or {}), source="retrieved", bm25_score=s, embedding=np.asarray(vec, dtype=np.float32))
+            for w, s in hits
+            if w in rows
+            for text, meta, vec in [rows[w]]
+        ]
+
+    def locate(self, quote: str, *, limit: int | None = None) -> list[Span]:
+        """Every exact occurrence of ``quote`` in the documents (a suffix array, built on first use)."""
+        with self._lock:
+            if self._exact is None:
+                self._exact = ExactIndex(list(zip(self.ids, self.texts, strict=True)))
+            exact = self._exact
+        return exact.locate(quote, limit=limit)
+
+
+def _rows(collection: Any, include: list[str], page: int = 5000) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """Every row of a collection in stored order: (id, document, metadata)."""
+    out: list[tuple[str, str, Mapping[str, Any]]] = []
+    offset = 0
+    while True:
+        got = chroma_call(f"read collection {collection.name!r}", collection.get, include=include, limit=page, offset=offset)
+        if not got["ids"]:
+            return out
+        docs = got.get("documents") or [""] * len(got["ids"])
+        metas = got.get("metadatas") or [None] * len(got["ids"])
+        out.extend((i, d or "", m or {}) for i, d, m in zip(got["ids"], docs, metas, strict=True))
+        offset += len(got["ids"])
+
+
+def _distances(result: Mapping[str, Any]) -> list[float]:
+    # The collections use the cosine space: distance = 1 - cosine.
+    return [1.0 - float(d) for d in (result.get("distances") or [[]])[0]]
+
+
+def _similarities(result: Mapping[str, Any]) -> dict[str, float]:
+    return dict(zip(result["ids"][0], _distances(result), strict=True)) if result["ids"] else {}
+
+
+def _cosine(vec: np.ndarray, query: np.ndarray) -> float:
+    return float(vec @ query) / (float(np.linalg.norm(vec)) or 1.0)

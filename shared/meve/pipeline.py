@@ -14,11 +14,11 @@ from meve.config import MeVeConfig
 from meve.context import LexicalSearch, PhaseCallback, cosine_to, select_context
 from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf
-from meve.hierarchy import Hierarchy, best_passages, documents_from
+from meve.hierarchy import Hierarchy, documents_from
 from meve.lexical import DEFAULT_BM25, LexicalIndex
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
 from meve.records import ContextResult, Passage, PhaseRecord, check_query, check_text
-from meve.store import ChromaStore, PassageStore, check_metadata, chroma_call, chroma_client, unique_collection_name
+from meve.store import ChromaStore, PassageStore, check_embedder, check_metadata, chroma_call, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
 
@@ -67,15 +67,6 @@ def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[l
     return texts, ids, metas
 
 
-def check_embedder(collection: Any, embedder: Embedder) -> None:
-    """A collection's vectors are only comparable with its own model's, even at the same dimension."""
-    stored = (collection.metadata or {}).get("meve:embedder")
-    if stored is not None and stored != embedder.name:
-        raise ConfigError(
-            "embedder", embedder.name, f"the embedder collection {collection.name!r} was built with, {stored!r} (its vectors live in that model's space)"
-        )
-
-
 class MeVe:
     """Retrieve → verify → fallback → prioritise → budget, with a trace per query.
 
@@ -108,7 +99,7 @@ class MeVe:
         self.embedder: Embedder = embedder if embedder is not None else default_embedder()
         self._models = LazyModels(self.embedder, scorer)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
-        self._owned_collection: tuple[Any, str] | None = None
+        self._owned_collections: list[tuple[Any, str]] = []
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -127,10 +118,9 @@ class MeVe:
         if self._closed:
             return
         self._closed = True
-        if self._owned_collection is not None:
-            client, name = self._owned_collection
+        for client, name in self._owned_collections:
             chroma_call(f"drop collection {name!r}", client.delete_collection, name)
-            self._owned_collection = None
+        self._owned_collections = []
 
     def __enter__(self) -> MeVe:
         return self
@@ -178,7 +168,7 @@ class MeVe:
         lexical = LexicalIndex(existing_ids, existing_texts, bm25_backend)
         meve = cls(store, lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
         if owned:
-            meve._owned_collection = (client, collection.name)
+            meve._owned_collections = [(client, collection.name)]
         meve._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return meve
 
@@ -220,20 +210,48 @@ class MeVe:
         scorer: RelevanceScorer | str | None = None,
         token_counter: Any = None,
         summary_tokens: int = 64,
+        doc_weights: Mapping[str, float] | None = None,
+        doc_pool: int = 30,
+        client: Any = None,
+        collection_name: str | None = None,
         show_progress: bool = False,
     ) -> MeVe:
         """Whole documents, no pre-chunking: ``(doc_id, title, text)`` tuples, dicts with those keys,
-        or :class:`meve.hierarchy.Document`. Phase 1 is MindRef-style (documents by title + summary,
-        then sentence windows inside them); the fallback is BM25 over the windows of every document.
+        or :class:`meve.hierarchy.Document`. Phase 1 is MindRef-style: documents first (title
+        mention, BM25, summary and best-window cosine, the verifier on title + lead, fused with
+        ``doc_weights``), then the sentence windows inside them; the fallback is BM25 over the
+        windows of every document.
 
-        Every sentence window (one starting at each sentence, ``passage_tokens`` long) is embedded
-        here, once: about one window per sentence, so building costs roughly as much as embedding the
-        text twice, and a query then runs the model once (``show_progress=True`` shows a bar)."""
+        Every sentence window and every document summary is embedded here, once, and stored in
+        two Chroma collections (``<collection_name>-documents`` / ``-windows``; in memory unless
+        ``client`` is given). Documents already in those collections are loaded, so a persistent
+        corpus reopens with ``documents=[]``. A query embeds once and only looks things up."""
         cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
+        docs = documents_from(documents)
+        if not docs and collection_name is None:
+            raise InputError("documents is empty: give at least one (doc_id, title, text) document (or a collection_name that holds some)")
         embedder = embedder if embedder is not None else default_embedder()
-        counter = get_token_counter(token_counter)
-        hierarchy = Hierarchy(documents_from(documents), embedder, counter, cfg.passage_tokens, summary_tokens, show_progress=show_progress)
-        return cls(None, hierarchy.lexical, config=cfg, embedder=embedder, scorer=scorer, token_counter=counter, hierarchy=hierarchy)
+        owned = client is None and collection_name is None  # nobody else can name them: close() drops them
+        client = client if client is not None else chroma_client()
+        meve = cls(None, LexicalIndex([], []), config=cfg, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        hierarchy = Hierarchy(
+            client,
+            collection_name or unique_collection_name(),
+            embedder,
+            meve.token_counter,
+            passage_tokens=cfg.passage_tokens,
+            summary_tokens=summary_tokens,
+            weights=doc_weights,
+            pool=doc_pool,
+        )
+        if owned:
+            meve._owned_collections = [(client, name) for name in hierarchy.collection_names()]
+        if not docs and not len(hierarchy):
+            raise InputError("documents is empty and the collections hold none: give at least one (doc_id, title, text) document")
+        meve.hierarchy = hierarchy
+        if docs:
+            hierarchy.add(docs, meve._index_vectors, show_progress=show_progress)
+        return meve
 
     def add_texts(
         self,
@@ -356,10 +374,17 @@ class MeVe:
         if self.hierarchy is None:
             raise ConfigError("retrieval", "hierarchical", "'dense' for a MeVe built from passages; use MeVe.from_documents for hierarchical retrieval")
         hierarchy = self.hierarchy
-        docs = hierarchy.index.select(query, qvec, cfg.k_docs)
-        chosen = [(hierarchy.documents[i], score) for i, score in docs]
-        candidates = best_passages(qvec, chosen, lambda doc: hierarchy.windows_of(doc, cfg.passage_tokens), k=cfg.k_init)
-        info = {"k_init": cfg.k_init, "mode": "hierarchical", "documents": [d.id for d, _ in chosen], "doc_scores": [round(s, 4) for _, s in chosen]}
+        if cfg.passage_tokens != hierarchy.passage_tokens:
+            raise ConfigError("passage_tokens", cfg.passage_tokens, f"{hierarchy.passage_tokens}, the window size this corpus was built with at ingestion")
+        chosen = hierarchy.select(query, qvec, cfg.k_docs, lambda: self.scorer)
+        candidates = hierarchy.localise(query, qvec, chosen, cfg.k_init)
+        info = {
+            "k_init": cfg.k_init,
+            "mode": "hierarchical",
+            "documents": [d.id for d in chosen],
+            "doc_scores": [d.score for d in chosen],
+            "doc_signals": {d.id: dict(d.signals) for d in chosen},
+        }
         return candidates, hierarchy.search, info
 
     def _catch_up(self) -> None:

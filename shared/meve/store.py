@@ -226,6 +226,15 @@ def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]
     return dict(meta) or None
 
 
+def check_embedder(collection: Any, embedder: Any) -> None:
+    """A collection's vectors are only comparable with its own model's, even at the same dimension."""
+    stored = (collection.metadata or {}).get("meve:embedder")
+    if stored is not None and stored != embedder.name:
+        raise ConfigError(
+            "embedder", embedder.name, f"the embedder collection {collection.name!r} was built with, {stored!r} (its vectors live in that model's space)"
+        )
+
+
 class ChromaStore:
     """Passages in one Chroma collection; cosine similarity computed from returned embeddings,
     so collections in any distance space work."""

@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meve import ConfigError, InputError, MeVe, MeVeConfig, get_token_counter
-from meve.hierarchy import Document, sentence_windows
+from meve.hierarchy import DEFAULT_DOC_WEIGHTS, Document, TitleIndex, check_doc_weights, sentence_windows, title_key
 from meve.locate import ExactIndex, Span, naive_locate
+from meve.store import chroma_client
 from tests.fakes import FakeEmbedder, FakeScorer
 
 ALPHABET = "abé c.\n"
@@ -94,3 +95,82 @@ def test_bad_documents():
         MeVe.from_documents([("a", "t", "x"), ("a", "t", "y")], embedder=FakeEmbedder(), scorer=FakeScorer())
     with pytest.raises(InputError, match="documents is empty"):
         MeVe.from_documents([], embedder=FakeEmbedder(), scorer=FakeScorer())
+
+
+def test_a_query_embeds_once_and_windows_live_in_chroma_with_offsets():
+    emb = FakeEmbedder()
+    m = MeVe.from_documents(DOCS, embedder=emb, scorer=FakeScorer(), config=MeVeConfig(k_docs=2, tau=0.0))
+    assert m.hierarchy is not None
+    _, windows = m.hierarchy.collection_names()
+    client = chroma_client()
+    stored = client.get_collection(windows).get(include=["documents", "metadatas", "embeddings"])
+    assert len(stored["ids"]) == m.hierarchy.windows >= len(DOCS)
+    text = {d.id: d.text for d in DOCS}
+    for doc, meta in zip(stored["documents"], stored["metadatas"], strict=True):
+        assert text[meta["doc_id"]][meta["start"] : meta["end"]] == doc
+    calls = emb.calls
+    r = m.run("Which mountain is the highest on Earth?")
+    assert emb.calls == calls + 1  # the query; windows and summaries were embedded at ingestion
+    assert r.phase("retrieve").info["documents"][0] == "everest"
+    signals = r.phase("retrieve").info["doc_signals"]["everest"]
+    assert set(signals) == set(DEFAULT_DOC_WEIGHTS)
+    m.close()
+    assert windows not in {c.name for c in client.list_collections()}
+
+
+def test_title_mention_decides_between_otherwise_equal_documents():
+    docs = [
+        Document("a", "Arthur's Magazine", "Readers of First for Women also read it: First for Women, women, first."),
+        Document("b", "First for Women", "A monthly magazine published in New Jersey."),
+    ]
+    query = "When was First for Women started?"
+    by_summary = MeVe.from_documents(docs, embedder=FakeEmbedder(), scorer=FakeScorer(), doc_weights={"summary": 1.0}, config=MeVeConfig(k_docs=1))
+    assert by_summary.run(query).phase("retrieve").info["documents"] == ["a"]  # the text's words pull the other way
+    by_title = MeVe.from_documents(docs, embedder=FakeEmbedder(), scorer=FakeScorer(), doc_weights={"title": 1.0, "summary": 0.1}, config=MeVeConfig(k_docs=1))
+    assert by_title.run(query).phase("retrieve").info["documents"] == ["b"]
+
+
+def test_title_keys_and_mentions():
+    assert title_key("Mercury (planet)") == ("mercury",)
+    assert title_key("The Who") == ()  # every word a stopword: never matched
+    index = TitleIndex()
+    for i, t in enumerate(["Mercury (planet)", "New York City", "The Who", "York"]):
+        index.add(i, t)
+    assert index.mentioned("Is Mercury closer than New York City to York?") == {0, 1, 3}
+    assert index.mentioned("who sang it") == set()
+
+
+def test_doc_weights_are_checked():
+    assert check_doc_weights(None) == dict(DEFAULT_DOC_WEIGHTS)
+    for bad, why in (({"titel": 1.0}, "'titel'"), ({"title": -1.0}, "finite weights >= 0"), ({"title": 0.0}, "at least one"), ([1.0], "a dict")):
+        with pytest.raises(ConfigError, match=why):
+            check_doc_weights(bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="doc_pool"):
+        MeVe.from_documents(DOCS, embedder=FakeEmbedder(), scorer=FakeScorer(), doc_pool=0)
+
+
+def test_a_persistent_corpus_reopens_without_re_embedding(tmp_path):
+    client = chroma_client(tmp_path / "db")
+    first = MeVe.from_documents(DOCS, embedder=FakeEmbedder(), scorer=FakeScorer(), client=client, collection_name="wiki", config=MeVeConfig(tau=0.0))
+    before = first.run("Where is the Eiffel Tower?")
+    emb = FakeEmbedder()
+    again = MeVe.from_documents([], embedder=emb, scorer=FakeScorer(), client=client, collection_name="wiki", config=MeVeConfig(tau=0.0))
+    assert emb.calls == 0 and again.hierarchy is not None and len(again.hierarchy) == len(DOCS)
+    after = again.run("Where is the Eiffel Tower?")
+    assert [d.id for d in after.documents] == [d.id for d in before.documents] and after.context == before.context
+    with pytest.raises(InputError, match="already stored"):
+        again.hierarchy.add([DOCS[0]], emb.encode)
+    with pytest.raises(ConfigError, match="passage_tokens"):
+        MeVe.from_documents([], embedder=emb, scorer=FakeScorer(), client=client, collection_name="wiki", config=MeVeConfig(passage_tokens=99))
+    with pytest.raises(ConfigError, match="passage_tokens"):
+        again.run("x", passage_tokens=99)
+    with pytest.raises(InputError, match="documents is empty"):
+        MeVe.from_documents([], embedder=emb, scorer=FakeScorer(), client=client, collection_name="nothing-here")
+
+
+def test_quotes_are_located_in_the_documents():
+    m = MeVe.from_documents(DOCS, embedder=FakeEmbedder(), scorer=FakeScorer())
+    assert m.hierarchy is not None
+    [span] = m.hierarchy.locate("It was completed in 1889")
+    assert span.doc_id == "eiffel" and DOCS[0].text[span.start : span.end] == "It was completed in 1889"
+    assert m.hierarchy.locate("completed in 1890") == []
