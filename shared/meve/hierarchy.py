@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -59,7 +59,7 @@ __all__ = [
 #   verifier: the MeVe verifier's score of the title and lead.
 DOC_SIGNALS: tuple[str, ...] = ("title", "bm25", "summary", "window", "verifier")
 # Fitted on dev questions only (BENCHMARKS.md, "Hierarchical retrieval"; benchmarks/hierarchical.py).
-DEFAULT_DOC_WEIGHTS: Mapping[str, float] = MappingProxyType({"title": 0.5, "bm25": 1.0, "summary": 0.25, "window": 0.25, "verifier": 0.5})
+DEFAULT_DOC_WEIGHTS: Mapping[str, float] = MappingProxyType({"title": 0.5, "bm25": 1.0, "summary": 0.0, "window": 0.25, "verifier": 0.25})
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,7 @@ class Hierarchy:
         self._title_index = TitleIndex()
         self._window_ids: list[str] = []
         self._window_position: dict[str, int] = {}
+        self._doc_windows: dict[str, list[int]] = {}
         self._window_bm25 = IncrementalBM25()
         self._exact: ExactIndex | None = None
         self._load()
@@ -277,6 +278,7 @@ class Hierarchy:
     def _remember_windows(self, rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
         for wid, _, _ in rows:
             self._window_position[wid] = len(self._window_ids)
+            self._doc_windows.setdefault(wid.rsplit("@", 1)[0], []).append(len(self._window_ids))
             self._window_ids.append(wid)
         self._window_bm25.add([text for _, text, _ in rows])
 
@@ -317,51 +319,65 @@ class Hierarchy:
         self._doc_store.mark_complete(True)
 
     # -- document stage -------------------------------------------------------------------
-    def signals(self, query: str, query_vec: np.ndarray, verifier: RelevanceScorer | None = None) -> dict[str, dict[int, float]]:
-        """Every signal for the pool of documents: the top ``pool`` by summary cosine, by best
-        window and by BM25, and every document whose title the query mentions. ``verifier``
-        (None: that signal is left out) scores the pooled documents' title and lead."""
+    def signals(
+        self, query: str, query_vec: np.ndarray, verifier: RelevanceScorer | None = None, *, names: Collection[str] = DOC_SIGNALS
+    ) -> dict[str, dict[int, float]]:
+        """The signals in ``names`` for the pool of documents: the top ``pool`` by summary cosine,
+        by best window and by BM25, and every document whose title the query mentions, each pool
+        source only when its signal is asked for (all four when none is). The verifier, when
+        given and named, scores the pooled documents' title and lead."""
+        wanted = [s for s in ("title", "bm25", "summary", "window") if s in names] or ["title", "bm25", "summary", "window"]
         with self._lock:
             n, n_windows = len(self.ids), len(self._window_ids)
-            bm25 = self._doc_bm25.get_scores(query)
-            mentioned = self._title_index.mentioned(query)
+            bm25 = self._doc_bm25.get_scores(query) if "bm25" in wanted else np.zeros(0)
+            mentioned = self._title_index.mentioned(query) if "title" in wanted else set()
         if n == 0:
             return {}
         qv = np.asarray(query_vec, dtype=np.float32)
-        summary = _similarities(chroma_call("search documents", self._docs.query, query_embeddings=[qv], n_results=min(self.pool, n), include=["distances"]))
-        hits = chroma_call(
-            "search windows", self._wins.query, query_embeddings=[qv], n_results=min(3 * self.pool, n_windows), include=["metadatas", "distances"]
-        )
+        pool: set[int] = set(mentioned)
+        if bm25.size:
+            pool |= {i for i, _ in top_k(bm25, self.pool)}
+        summary: dict[str, float] = {}
+        if "summary" in wanted:
+            found = chroma_call("search documents", self._docs.query, query_embeddings=[qv], n_results=min(self.pool, n), include=["distances"])
+            summary = _similarities(found)
+            pool |= {self._position[d] for d in summary if d in self._position}
         best: dict[str, float] = {}
-        for wid, sim, meta in zip(hits["ids"][0], _distances(hits), hits["metadatas"][0], strict=True):
-            doc = str((meta or {}).get("doc_id", wid.rsplit("@", 1)[0]))
-            best[doc] = max(best.get(doc, -1.0), sim)
-        pool = {self._position[d] for d in summary if d in self._position}
-        pool |= {self._position[d] for d in list(best)[: self.pool] if d in self._position}
-        pool |= {i for i, _ in top_k(bm25, self.pool)}
-        pool |= mentioned
+        if "window" in wanted:
+            hits = chroma_call(
+                "search windows", self._wins.query, query_embeddings=[qv], n_results=min(3 * self.pool, n_windows), include=["metadatas", "distances"]
+            )
+            for wid, sim, meta in zip(hits["ids"][0], _distances(hits), hits["metadatas"][0], strict=True):
+                doc = str((meta or {}).get("doc_id", wid.rsplit("@", 1)[0]))
+                best[doc] = max(best.get(doc, -1.0), sim)
+            pool |= {self._position[d] for d in list(best)[: self.pool] if d in self._position}
         order = sorted(pool)
-        missing = [self.ids[i] for i in order if self.ids[i] not in summary]
-        if missing:
-            got = chroma_call("read document summaries", self._docs.get, ids=missing, include=["embeddings"])
-            summary.update({d: _cosine(np.asarray(v, dtype=np.float32), qv) for d, v in zip(got["ids"], got["embeddings"], strict=True)})
-        # A document with no window among the nearest has its best window below all of them: the
-        # lowest seen is an upper bound, which keeps the signal's order.
-        floor = min(best.values()) if best else 0.0
-        out: dict[str, dict[int, float]] = {
-            "title": {i: float(i in mentioned) for i in order},
-            "bm25": {i: float(bm25[i]) for i in order},
-            "summary": {i: summary.get(self.ids[i], 0.0) for i in order},
-            "window": {i: best.get(self.ids[i], floor) for i in order},
-        }
-        if verifier is not None:
+        out: dict[str, dict[int, float]] = {}
+        if "title" in wanted:
+            out["title"] = {i: float(i in mentioned) for i in order}
+        if "bm25" in wanted:
+            out["bm25"] = {i: float(bm25[i]) for i in order}
+        if "summary" in wanted:
+            missing = [self.ids[i] for i in order if self.ids[i] not in summary]
+            if missing:
+                got = chroma_call("read document summaries", self._docs.get, ids=missing, include=["embeddings"])
+                summary.update({d: _cosine(np.asarray(v, dtype=np.float32), qv) for d, v in zip(got["ids"], got["embeddings"], strict=True)})
+            out["summary"] = {i: summary.get(self.ids[i], 0.0) for i in order}
+        if "window" in wanted:
+            # A document with no window among the nearest has its best window below all of them:
+            # the lowest seen is an upper bound, which keeps the signal's order.
+            floor = min(best.values()) if best else 0.0
+            out["window"] = {i: best.get(self.ids[i], floor) for i in order}
+        if verifier is not None and "verifier" in names and order:
             scores = np.asarray(verifier.score(query, [self._leads[i] for i in order], query_vec=qv), dtype=np.float64)
             out["verifier"] = {i: float(s) for i, s in zip(order, scores, strict=True)}
         return out
 
     def select(self, query: str, query_vec: np.ndarray, k: int, verifier: Callable[[], RelevanceScorer]) -> list[DocumentChoice]:
-        """The ``k`` best documents; the verifier is asked for only when its weight is not 0."""
-        signals = self.signals(query, query_vec, verifier() if self.weights.get("verifier") else None)
+        """The ``k`` best documents. Only the signals with a weight above 0 are computed (the
+        verifier is not even asked for otherwise), so a zero weight saves its lookups."""
+        names = [name for name, w in self.weights.items() if w > 0]
+        signals = self.signals(query, query_vec, verifier() if "verifier" in names else None, names=names)
         chosen = fuse_documents(signals, self.weights, k)
         return [
             DocumentChoice(self.ids[i], self.titles[i], round(score, 4), {name: round(values[i], 4) for name, values in signals.items()}) for i, score in chosen
@@ -370,31 +386,39 @@ class Hierarchy:
     # -- passage stage --------------------------------------------------------------------
     def localise(self, query: str, query_vec: np.ndarray, documents: Sequence[DocumentChoice], k: int) -> list[Passage]:
         """The chosen documents' windows ranked by dense and BM25 rank (RRF), overlapping windows of
-        one document collapsed to the better one; the best ``k`` as passages with character offsets."""
+        one document collapsed to the better one; the best ``k`` as passages with character offsets.
+
+        Each side reads only its ``2k`` best windows (a filtered kNN in Chroma, BM25 over the
+        documents' windows in memory), so a long document costs no more than a short one."""
         if not documents:
             return []
         ids = [d.id for d in documents]
-        where = {"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": ids}}
-        got = chroma_call("read windows", self._wins.get, where=where, include=["documents", "metadatas", "embeddings"])
-        if not got["ids"]:
+        depth = 2 * k  # room for the windows the overlap rule drops
+        with self._lock:
+            positions = np.array([p for d in ids for p in self._doc_windows.get(d, ())], dtype=np.int64)
+            scores = self._window_bm25.get_scores(query)[positions] if positions.size else np.zeros(0)
+            lexical = {self._window_ids[int(positions[j])]: float(scores[j]) for j in np.argsort(-scores, kind="stable")[:depth] if scores[j] > 0}
+        if not positions.size:
             return []
         qv = np.asarray(query_vec, dtype=np.float32)
-        vecs = np.asarray(got["embeddings"], dtype=np.float32)
-        dense = vecs @ qv / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
-        with self._lock:
-            scores = self._window_bm25.get_scores(query)
-            bm25 = np.array([scores[self._window_position[w]] if w in self._window_position else 0.0 for w in got["ids"]])
-        fused = rrf(
-            {
-                "dense": [int(i) for i in np.argsort(-dense, kind="stable")],
-                "bm25": [int(i) for i in np.argsort(-bm25, kind="stable") if bm25[i] > 0],
-            }
-        )
+        where = {"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": ids}}
+        include = ["documents", "metadatas", "embeddings"]
+        hits = chroma_call("search windows", self._wins.query, query_embeddings=[qv], n_results=min(depth, int(positions.size)), where=where, include=include)
+        rows = {w: (t, m, e) for w, t, m, e in zip(hits["ids"][0], hits["documents"][0], hits["metadatas"][0], hits["embeddings"][0], strict=True)}
+        missing = [w for w in lexical if w not in rows]
+        if missing:
+            got = chroma_call("read windows", self._wins.get, ids=missing, include=include)
+            rows.update({w: (t, m, e) for w, t, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)})
+        dense = {w: _cosine(np.asarray(e, dtype=np.float32), qv) for w, (_, _, e) in rows.items()}
+        fused = rrf({"dense": sorted(hits["ids"][0], key=lambda w: -dense[w]), "bm25": list(lexical)})
         doc_score = {d.id: d.score for d in documents}
         taken: dict[str, list[tuple[int, int]]] = {}
         out: list[Passage] = []
-        for i in sorted(fused, key=lambda j: (-fused[j], j)):
-            meta = dict(got["metadatas"][i] or {})
+        for wid in sorted(fused, key=lambda w: (-fused[w], w)):
+            if wid not in rows:
+                continue
+            text, stored, vec = rows[wid]
+            meta = dict(stored or {})
             doc, a, b = str(meta["doc_id"]), int(meta["start"]), int(meta["end"])
             if any(a < y and x < b for x, y in taken.get(doc, [])):
                 continue  # overlaps a better window of the same document
@@ -402,13 +426,13 @@ class Hierarchy:
             meta["doc_score"] = doc_score.get(doc, 0.0)
             out.append(
                 Passage(
-                    id=got["ids"][i],
-                    text=got["documents"][i] or "",
+                    id=wid,
+                    text=text or "",
                     metadata=meta,
                     source="retrieved",
-                    dense_score=float(dense[i]),
-                    bm25_score=float(bm25[i]) if bm25[i] > 0 else None,
-                    embedding=vecs[i],
+                    dense_score=dense[wid],
+                    bm25_score=lexical.get(wid),
+                    embedding=np.asarray(vec, dtype=np.float32),
                 )
             )
             if len(out) >= k:
