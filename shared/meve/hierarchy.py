@@ -291,7 +291,9 @@ class Hierarchy:
         from tqdm.auto import tqdm
 
         clash = [d.id for d in documents if d.id in self._position]
-        clash += chroma_call("check document ids", self._docs.get, ids=[d.id for d in documents], include=[])["ids"] if documents else []
+        for start in range(0, len(documents), 1000):  # SQLite caps the variables of one statement
+            batch = [d.id for d in documents[start : start + 1000]]
+            clash += chroma_call("check document ids", self._docs.get, ids=batch, include=[])["ids"]
         if clash:
             raise InputError(f"documents already stored: {sorted(set(clash))[:5]}; use new ids")
         windows = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, self.passage_tokens, self.counter)]
