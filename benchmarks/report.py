@@ -41,6 +41,17 @@ def _save(fig: Any, name: str) -> str:
     return name
 
 
+def _save_loglog(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, name: str) -> str:
+    """A latency-vs-size plot: both axes logarithmic, labelled, saved."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=6)
+    return _save(fig, name)
+
+
 def _plots(res: dict[str, Any]) -> list[str]:
     import matplotlib
 
@@ -109,13 +120,7 @@ def _plots(res: dict[str, Any]) -> list[str]:
             rows = ms["scaling"]["rows"]
             ax.plot([r["turns"] for r in rows], [r["reconstruct_ms_p50"] for r in rows], "d-", label="memory reconstruct p50 (no model)")
             ax.plot([r["turns"] for r in rows], [r["add_ms_p50"] for r in rows], "d:", label="memory add p50 (no model)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("passages / turns")
-        ax.set_ylabel("ms")
-        ax.set_title("Latency vs size (CPU)")
-        ax.legend(fontsize=6)
-        made.append(_save(fig, "speed_loglog.png"))
+        made.append(_save_loglog(fig, ax, "passages / turns", "ms", "Latency vs size (CPU)", "speed_loglog.png"))
     g = (res.get("hierarchical") or {}).get("growth")
     if g:
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -123,13 +128,16 @@ def _plots(res: dict[str, Any]) -> list[str]:
         for mode in ("flat", "hierarchical"):
             ax.plot([r["documents"] for r in rows], [r[f"{mode}_ms_p50"] for r in rows], "o-", label=f"{mode} p50")
             ax.plot([r["documents"] for r in rows], [r[f"{mode}_ms_p95"] for r in rows], "x:", label=f"{mode} p95")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("documents (flat: passages)")
-        ax.set_ylabel("ms per query (no model runs)")
-        ax.set_title("Hierarchical vs flat: growth with corpus size (CPU)")
-        ax.legend(fontsize=7)
-        made.append(_save(fig, "hierarchical_growth.png"))
+        made.append(
+            _save_loglog(
+                fig,
+                ax,
+                "documents (flat: passages)",
+                "ms per query (no model runs)",
+                "Hierarchical vs flat: growth with corpus size (CPU)",
+                "hierarchical_growth.png",
+            )
+        )
     return made
 
 

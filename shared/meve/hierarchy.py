@@ -216,7 +216,6 @@ class Hierarchy:
         self.passage_tokens, self.summary_tokens = passage_tokens, summary_tokens
         self.weights = check_doc_weights(weights)
         self.pool = pool
-        self.name = name
         meta = {"hnsw:space": "cosine", "meve:embedder": embedder.name, "meve:passage_tokens": passage_tokens, "meve:summary_tokens": summary_tokens}
         self._docs, self._wins = (
             chroma_call(f"open collection {name}-{part}", client.get_or_create_collection, f"{name}-{part}", metadata=meta, embedding_function=None)
@@ -241,7 +240,6 @@ class Hierarchy:
         self._doc_bm25 = IncrementalBM25()
         self._title_index = TitleIndex()
         self._window_ids: list[str] = []
-        self._window_position: dict[str, int] = {}
         self._doc_windows: dict[str, list[int]] = {}
         self._window_bm25 = IncrementalBM25()
         self._exact: ExactIndex | None = None
@@ -260,24 +258,24 @@ class Hierarchy:
 
     def _load(self) -> None:
         """Rebuild the in-memory indexes from the collections (a reopened persistent corpus)."""
-        self._remember_documents(_rows(self._docs, ["documents", "metadatas"]))
+        docs = [(i, str(meta.get("title", "")), text) for i, text, meta in _rows(self._docs, ["documents", "metadatas"])]
+        self._remember_documents(docs, [self._lead(title, text) for _, title, text in docs])
         self._remember_windows(_rows(self._wins, ["documents"]))
 
-    def _remember_documents(self, rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
-        for doc_id, text, meta in rows:
+    def _remember_documents(self, rows: Sequence[tuple[str, str, str]], leads: Sequence[str]) -> None:
+        """(id, title, text) rows, with their leads as embedded (computed once, by the caller)."""
+        for (doc_id, title, text), lead in zip(rows, leads, strict=True):
             self._position[doc_id] = len(self.ids)
-            self._title_index.add(len(self.ids), str(meta.get("title", "")))
+            self._title_index.add(len(self.ids), title)
             self.ids.append(doc_id)
-            title = str(meta.get("title", ""))
             self.titles.append(title)
             self.texts.append(text)
-            self._leads.append(self._lead(title, text))
-        self._doc_bm25.add([f"{title}: {text}" for _, text, meta in rows for title in [str(meta.get("title", ""))]])
+            self._leads.append(lead)
+        self._doc_bm25.add([f"{title}: {text}" for _, title, text in rows])
         self._exact = None
 
     def _remember_windows(self, rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
         for wid, _, _ in rows:
-            self._window_position[wid] = len(self._window_ids)
             self._doc_windows.setdefault(wid.rsplit("@", 1)[0], []).append(len(self._window_ids))
             self._window_ids.append(wid)
         self._window_bm25.add([text for _, text, _ in rows])
@@ -292,8 +290,8 @@ class Hierarchy:
 
         clash = [d.id for d in documents if d.id in self._position]
         for start in range(0, len(documents), 1000):  # SQLite caps the variables of one statement
-            batch = [d.id for d in documents[start : start + 1000]]
-            clash += chroma_call("check document ids", self._docs.get, ids=batch, include=[])["ids"]
+            chunk = [d.id for d in documents[start : start + 1000]]
+            clash += chroma_call("check document ids", self._docs.get, ids=chunk, include=[])["ids"]
         if clash:
             raise InputError(f"documents already stored: {sorted(set(clash))[:5]}; use new ids")
         windows = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, self.passage_tokens, self.counter)]
@@ -314,7 +312,7 @@ class Hierarchy:
                 leads = [self._lead(d.title, d.text) for d in docs]
                 self._doc_store.add([d.id for d in docs], [d.text for d in docs], [{"title": d.title} for d in docs], vectors(leads))
                 with self._lock:
-                    self._remember_documents([(d.id, d.text, {"title": d.title}) for d in docs])
+                    self._remember_documents([(d.id, d.title, d.text) for d in docs], leads)
                 bar.update(len(docs))
         finally:
             bar.close()
