@@ -276,7 +276,7 @@ class Hierarchy:
 
     def _remember_windows(self, rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
         for wid, _, _ in rows:
-            self._doc_windows.setdefault(wid.rsplit("@", 1)[0], []).append(len(self._window_ids))
+            self._doc_windows.setdefault(_window_parts(wid)[0], []).append(len(self._window_ids))
             self._window_ids.append(wid)
         self._window_bm25.add([text for _, text, _ in rows])
 
@@ -319,16 +319,37 @@ class Hierarchy:
         self._doc_store.mark_complete(True)
 
     # -- document stage -------------------------------------------------------------------
+    def nearest_windows(self, query_vec: np.ndarray) -> dict[str, float]:
+        """The query's ``3 * pool`` nearest windows (id -> cosine, best first): one unfiltered kNN
+        that both stages read, the document stage for its best-window signal and localisation for
+        the dense side (the chosen documents' windows among them)."""
+        with self._lock:
+            n_windows = len(self._window_ids)
+        if n_windows == 0:
+            return {}
+        qv = np.asarray(query_vec, dtype=np.float32)
+        # Ids and distances only: the document and offsets are in the id, and Chroma's metadata
+        # read costs more than the kNN itself.
+        hits = chroma_call("search windows", self._wins.query, query_embeddings=[qv], n_results=min(3 * self.pool, n_windows), include=["distances"])
+        return _similarities(hits)
+
     def signals(
-        self, query: str, query_vec: np.ndarray, verifier: RelevanceScorer | None = None, *, names: Collection[str] = DOC_SIGNALS
+        self,
+        query: str,
+        query_vec: np.ndarray,
+        verifier: RelevanceScorer | None = None,
+        *,
+        names: Collection[str] = DOC_SIGNALS,
+        nearest: Mapping[str, float] | None = None,
     ) -> dict[str, dict[int, float]]:
         """The signals in ``names`` for the pool of documents: the top ``pool`` by summary cosine,
         by best window and by BM25, and every document whose title the query mentions, each pool
         source only when its signal is asked for (all four when none is). The verifier, when
-        given and named, scores the pooled documents' title and lead."""
+        given and named, scores the pooled documents' title and lead. ``nearest`` is
+        :meth:`nearest_windows` when the caller already has it."""
         wanted = [s for s in ("title", "bm25", "summary", "window") if s in names] or ["title", "bm25", "summary", "window"]
         with self._lock:
-            n, n_windows = len(self.ids), len(self._window_ids)
+            n = len(self.ids)
             bm25 = self._doc_bm25.get_scores(query) if "bm25" in wanted else np.zeros(0)
             mentioned = self._title_index.mentioned(query) if "title" in wanted else set()
         if n == 0:
@@ -344,11 +365,8 @@ class Hierarchy:
             pool |= {self._position[d] for d in summary if d in self._position}
         best: dict[str, float] = {}
         if "window" in wanted:
-            hits = chroma_call(
-                "search windows", self._wins.query, query_embeddings=[qv], n_results=min(3 * self.pool, n_windows), include=["metadatas", "distances"]
-            )
-            for wid, sim, meta in zip(hits["ids"][0], _distances(hits), hits["metadatas"][0], strict=True):
-                doc = str((meta or {}).get("doc_id", wid.rsplit("@", 1)[0]))
+            for wid, sim in (self.nearest_windows(qv) if nearest is None else nearest).items():
+                doc = _window_parts(wid)[0]
                 best[doc] = max(best.get(doc, -1.0), sim)
             pool |= {self._position[d] for d in list(best)[: self.pool] if d in self._position}
         order = sorted(pool)
@@ -373,70 +391,75 @@ class Hierarchy:
             out["verifier"] = {i: float(s) for i, s in zip(order, scores, strict=True)}
         return out
 
-    def select(self, query: str, query_vec: np.ndarray, k: int, verifier: Callable[[], RelevanceScorer]) -> list[DocumentChoice]:
+    def select(
+        self, query: str, query_vec: np.ndarray, k: int, verifier: Callable[[], RelevanceScorer], *, nearest: Mapping[str, float] | None = None
+    ) -> list[DocumentChoice]:
         """The ``k`` best documents. Only the signals with a weight above 0 are computed (the
         verifier is not even asked for otherwise), so a zero weight saves its lookups."""
         names = [name for name, w in self.weights.items() if w > 0]
-        signals = self.signals(query, query_vec, verifier() if "verifier" in names else None, names=names)
+        signals = self.signals(query, query_vec, verifier() if "verifier" in names else None, names=names, nearest=nearest)
         chosen = fuse_documents(signals, self.weights, k)
         return [
             DocumentChoice(self.ids[i], self.titles[i], round(score, 4), {name: round(values[i], 4) for name, values in signals.items()}) for i, score in chosen
         ]
 
     # -- passage stage --------------------------------------------------------------------
-    def localise(self, query: str, query_vec: np.ndarray, documents: Sequence[DocumentChoice], k: int) -> list[Passage]:
+    def localise(
+        self, query: str, query_vec: np.ndarray, documents: Sequence[DocumentChoice], k: int, *, nearest: Mapping[str, float] | None = None
+    ) -> list[Passage]:
         """The chosen documents' windows ranked by dense and BM25 rank (RRF), overlapping windows of
         one document collapsed to the better one; the best ``k`` as passages with character offsets.
 
-        Each side reads only its ``2k`` best windows (a filtered kNN in Chroma, BM25 over the
-        documents' windows in memory), so a long document costs no more than a short one."""
+        Dense side: the chosen documents' windows among the query's nearest windows
+        (:meth:`nearest_windows`, shared with the document stage). BM25 side: the ``2k`` best of
+        the chosen documents' windows, in memory. Only the ``k`` windows returned are read from
+        Chroma, so a long document costs no more than a short one."""
         if not documents:
             return []
-        ids = [d.id for d in documents]
+        chosen = {d.id for d in documents}
         depth = 2 * k  # room for the windows the overlap rule drops
         with self._lock:
-            positions = np.array([p for d in ids for p in self._doc_windows.get(d, ())], dtype=np.int64)
+            positions = np.array([p for d in chosen for p in self._doc_windows.get(d, ())], dtype=np.int64)
             scores = self._window_bm25.get_scores(query)[positions] if positions.size else np.zeros(0)
             lexical = {self._window_ids[int(positions[j])]: float(scores[j]) for j in np.argsort(-scores, kind="stable")[:depth] if scores[j] > 0}
         if not positions.size:
             return []
-        qv = np.asarray(query_vec, dtype=np.float32)
-        where = {"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": ids}}
-        include = ["documents", "metadatas", "embeddings"]
-        hits = chroma_call("search windows", self._wins.query, query_embeddings=[qv], n_results=min(depth, int(positions.size)), where=where, include=include)
-        rows = {w: (t, m, e) for w, t, m, e in zip(hits["ids"][0], hits["documents"][0], hits["metadatas"][0], hits["embeddings"][0], strict=True)}
-        missing = [w for w in lexical if w not in rows]
-        if missing:
-            got = chroma_call("read windows", self._wins.get, ids=missing, include=include)
-            rows.update({w: (t, m, e) for w, t, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)})
-        dense = {w: _cosine(np.asarray(e, dtype=np.float32), qv) for w, (_, _, e) in rows.items()}
-        fused = rrf({"dense": sorted(hits["ids"][0], key=lambda w: -dense[w]), "bm25": list(lexical)})
-        doc_score = {d.id: d.score for d in documents}
+        near = self.nearest_windows(query_vec) if nearest is None else nearest
+        dense_order = [w for w in near if _window_parts(w)[0] in chosen][:depth]
+        fused = rrf({"dense": dense_order, "bm25": list(lexical)})
         taken: dict[str, list[tuple[int, int]]] = {}
-        out: list[Passage] = []
+        picked: list[str] = []
         for wid in sorted(fused, key=lambda w: (-fused[w], w)):
-            if wid not in rows:
-                continue
-            text, stored, vec = rows[wid]
-            meta = dict(stored or {})
-            doc, a, b = str(meta["doc_id"]), int(meta["start"]), int(meta["end"])
+            doc, a, b = _window_parts(wid)
             if any(a < y and x < b for x, y in taken.get(doc, [])):
                 continue  # overlaps a better window of the same document
             taken.setdefault(doc, []).append((a, b))
-            meta["doc_score"] = doc_score.get(doc, 0.0)
+            picked.append(wid)
+            if len(picked) >= k:
+                break
+        got = chroma_call("read windows", self._wins.get, ids=picked, include=["documents", "metadatas", "embeddings"])
+        rows = {w: (t, m, e) for w, t, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)}
+        qv = np.asarray(query_vec, dtype=np.float32)
+        doc_score = {d.id: d.score for d in documents}
+        out: list[Passage] = []
+        for wid in picked:
+            if wid not in rows:
+                continue  # deleted from the collection by another handle since it was indexed
+            text, stored, vec = rows[wid]
+            meta = dict(stored or {})
+            meta["doc_score"] = doc_score.get(str(meta.get("doc_id", "")), 0.0)
+            embedding = np.asarray(vec, dtype=np.float32)
             out.append(
                 Passage(
                     id=wid,
                     text=text or "",
                     metadata=meta,
                     source="retrieved",
-                    dense_score=dense[wid],
+                    dense_score=near[wid] if wid in near else _cosine(embedding, qv),
                     bm25_score=lexical.get(wid),
-                    embedding=np.asarray(vec, dtype=np.float32),
+                    embedding=embedding,
                 )
             )
-            if len(out) >= k:
-                break
         return out
 
     def search(self, query: str, k: int) -> list[Passage]:
@@ -475,6 +498,13 @@ def _rows(collection: Any, include: list[str], page: int = 5000) -> list[tuple[s
         metas = got.get("metadatas") or [None] * len(got["ids"])
         out.extend((i, d or "", m or {}) for i, d, m in zip(got["ids"], docs, metas, strict=True))
         offset += len(got["ids"])
+
+
+def _window_parts(window_id: str) -> tuple[str, int, int]:
+    """(doc_id, start, end) of a window id, which ingestion writes as ``doc_id@start-end``."""
+    doc, _, span = window_id.rpartition("@")
+    start, _, end = span.partition("-")
+    return doc, int(start), int(end)
 
 
 def _distances(result: Mapping[str, Any]) -> list[float]:

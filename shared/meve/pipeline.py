@@ -376,8 +376,9 @@ class MeVe:
         hierarchy = self.hierarchy
         if cfg.passage_tokens != hierarchy.passage_tokens:
             raise ConfigError("passage_tokens", cfg.passage_tokens, f"{hierarchy.passage_tokens}, the window size this corpus was built with at ingestion")
-        chosen = hierarchy.select(query, qvec, cfg.k_docs, lambda: self.scorer)
-        candidates = hierarchy.localise(query, qvec, chosen, cfg.k_init)
+        nearest = hierarchy.nearest_windows(qvec)  # one kNN serves both stages
+        chosen = hierarchy.select(query, qvec, cfg.k_docs, lambda: self.scorer, nearest=nearest)
+        candidates = hierarchy.localise(query, qvec, chosen, cfg.k_init, nearest=nearest)
         info = {
             "k_init": cfg.k_init,
             "mode": "hierarchical",
