@@ -24,7 +24,7 @@ from llamaindex_meve import (
     RelevanceVerifier,
     TokenBudget,
 )
-from meve import BiEncoderScorer, MemoryConfig, MeVeConfig
+from meve import BiEncoderScorer, InputError, MemoryConfig, MeVeConfig
 from meve import MomentaryMemory as CoreMemory
 from meve.cli import demo_corpus
 from meve.store import chroma_client
@@ -106,18 +106,49 @@ def test_query_engine_with_meve_postprocessor_and_async(chroma_index, minilm):
 
 
 def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
-    r = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=8, t_max=120), embedder=minilm, scorer=BiEncoderScorer(minilm))
+    r = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=8, t_max=120), scorer=BiEncoderScorer(minilm))
     got = r.retrieve("How do pneumatic tyres make cycling more comfortable?")
     ids = [n.node.node_id for n in got]
     assert ids[0] == "dunlop" and "dunlop-dup" not in ids
     assert r.last_result is not None and r.last_result.token_count <= 120
-    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), embedder=minilm, scorer=BiEncoderScorer(minilm)).retrieve(
+    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), scorer=BiEncoderScorer(minilm)).retrieve(
         "Campagnolo"
     )
     assert "derailleur-history" in [n.node.node_id for n in fb if n.node.metadata["meve_source"] == "fallback"]
 
     res, ticks = asyncio.run(run_while_ticking(r.aretrieve("What does the derailleur do?")))
     assert res[0].node.node_id == "derailleur" and ticks > 0
+
+
+class _CountingEmbedder:
+    """The real MiniLM, counting the texts it is asked to embed."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.texts = inner, inner.name, []
+
+    def encode(self, texts):
+        self.texts.extend(texts)
+        return self.inner.encode(texts)
+
+
+def test_meve_retriever_runs_the_core_pipeline_in_the_index_space_and_embeds_each_candidate_once(minilm):
+    counting = _CountingEmbedder(minilm)
+    nodes = [TextNode(text=p["text"], id_=p["id"], metadata={"title": p["title"]}) for p in PASSAGES]
+    index = VectorStoreIndex(nodes, embed_model=MeVeEmbedding(counting))
+    r = MeVeRetriever(index, config=MeVeConfig(k_init=6, t_max=200, fallback=False), scorer=BiEncoderScorer(minilm))
+    query = "Who developed the pneumatic tyre?"
+    counting.texts.clear()
+    first = r.retrieve(query)
+    assert first[0].node.node_id == "dunlop" and first[0].node.metadata["title"] == "Pneumatic tyre"  # the index's node, metadata kept
+    retrieve = r.last_result.phase("retrieve")
+    assert retrieve.info["store_size"] == len(PASSAGES) and len(retrieve.kept) == 6  # MeVe's own candidate path over the index
+    assert counting.texts.count(query) == 1 and len(counting.texts) == 1 + 6  # the query, then each candidate once
+    counting.texts.clear()
+    again = r.retrieve(query)
+    assert counting.texts == [query]  # candidates' vectors are cached by text: the user's model is not paid twice
+    assert [n.node.node_id for n in again] == [n.node.node_id for n in first]
+    with pytest.raises(InputError, match="core="):
+        MeVeRetriever()
 
 
 def _memory(minilm, system_outside_budget=False, **cfg):
