@@ -43,14 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from meve.budget import shrink_to_fit
+from meve.budget import Ledger, shrink_to_fit
 from meve.config import MemoryConfig, validate_weights
 from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf, weighted_sum
 from meve.lexical import IncrementalBM25, stemmed_tokenize
 from meve.models import Embedder, default_embedder, embedder_dimension
-from meve.records import check_query
-from meve.store import acquire_client, check_metadata, check_text, chroma_call, chroma_client, release_client, warn_if_untimed
+from meve.records import check_metadata, check_query, check_text
+from meve.store import acquire_client, chroma_call, chroma_client, release_client, warn_if_untimed
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
 log = logging.getLogger("meve")
@@ -779,9 +779,10 @@ class MomentaryMemory:
         chosen_rel = ranked[:cap]
 
         # Fill by priority: recent (newest first), kept roles, then relevance; then sort by time.
-        # Each turn costs its rendered line plus a separator once another line is in.
+        # Each turn costs its rendered line plus a separator once another line is in (the Ledger
+        # MeVe's packing uses too).
         sep = self.token_counter.count(SEPARATOR)
-        budget = cfg.l_max
+        ledger = Ledger(cfg.l_max, sep)
         picked: dict[int, Turn] = {}
         traces: dict[int, tuple[bool, str, int]] = {}
 
@@ -790,7 +791,7 @@ class MomentaryMemory:
 
         dated: dict[int, int] = {}
 
-        def cost(i: int) -> int:
+        def line(i: int) -> int:
             # A dated line costs its date too (counted once per UTC day; the joined text is recounted below).
             extra = 0
             if cfg.dates:
@@ -798,32 +799,34 @@ class MomentaryMemory:
                 extra = dated.get(day, -1)
                 if extra < 0:
                     extra = dated[day] = self.token_counter.count(date_prefix(turns[i]))
-            return tokens[i] + extra + (sep if picked else 0)
+            return tokens[i] + extra
 
         for i in reversed(recent_idx):
-            need = cost(i)
-            if need <= budget:
+            need = ledger.cost(line(i))
+            taken = ledger.take(line(i))
+            if taken is not None:
                 picked[i] = turns[i]
-                budget -= need
-                trace(i, True, "most recent turn (always kept)", need)
+                trace(i, True, "most recent turn (always kept)", taken)
                 continue
-            head = self.token_counter.count(render_turn(replace(turns[i], text=""), dates=cfg.dates)) + (sep if picked else 0)
-            cut = self._truncate(turns[i].text, tokens[i], budget - head)
+            head = self.token_counter.count(render_turn(replace(turns[i], text=""), dates=cfg.dates))
+            cut = self._truncate(turns[i].text, tokens[i], ledger.left - ledger.cost(head))
             if cut is None:
-                trace(i, False, f"recent turn of {need} tokens; only {budget} left and too little for a truncated copy", 0)
+                trace(i, False, f"recent turn of {need} tokens; only {ledger.left} left and too little for a truncated copy", 0)
                 continue
             text, used = cut
+            taken = ledger.take(used + head)
+            if taken is None:  # _truncate guarantees the fit; a failure here is a bug, not a budget overrun
+                raise RuntimeError(f"truncated recent turn of {used + head} tokens does not fit {ledger.left} left")
             picked[i] = Turn(turns[i].id, turns[i].role, text, turns[i].timestamp, turns[i].seq, {**turns[i].metadata, "meve_truncated": True})
-            budget -= used + head
-            trace(i, True, f"most recent turn, truncated to {used + head} of {need} tokens to fit l_max {cfg.l_max}", used + head)
+            trace(i, True, f"most recent turn, truncated to {taken} of {need} tokens to fit l_max {cfg.l_max}", taken)
         for i in pinned_idx:
-            need = cost(i)
-            if need <= budget:
+            taken = ledger.take(line(i))
+            if taken is not None:
                 picked[i] = turns[i]
-                budget -= need
-                trace(i, True, f"role {turns[i].role!r} is in keep_roles", need)
+                trace(i, True, f"role {turns[i].role!r} is in keep_roles", taken)
             else:
-                trace(i, False, f"role {turns[i].role!r} is in keep_roles, but it needs {need} tokens and {budget} are left of l_max {cfg.l_max}", 0)
+                need = ledger.cost(line(i))
+                trace(i, False, f"role {turns[i].role!r} is in keep_roles, but it needs {need} tokens and {ledger.left} are left of l_max {cfg.l_max}", 0)
 
         def partner(i: int) -> int | None:
             # The adjacent turn by the other role: the reply after it, else the turn it answered.
@@ -835,23 +838,18 @@ class MomentaryMemory:
 
         with self._lock:  # partner lookups read the live chronological list; nothing slow happens here
             for rank, i in enumerate(chosen_rel, start=1):
-                need = cost(i)
                 if i in picked:
                     pass  # already in as a partner turn; its own partner may still come in below
-                elif need <= budget:
+                elif (taken := ledger.take(line(i))) is not None:
                     picked[i] = turns[i]
-                    budget -= need
-                    trace(i, True, f"relevance rank {rank}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else ""), need)
+                    trace(i, True, f"relevance rank {rank}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else ""), taken)
                 else:
-                    trace(i, False, f"relevance rank {rank}: needs {need} tokens, {budget} left of l_max {cfg.l_max}", 0)
+                    trace(i, False, f"relevance rank {rank}: needs {ledger.cost(line(i))} tokens, {ledger.left} left of l_max {cfg.l_max}", 0)
                 # The partner is tried even when the turn itself did not fit: a short reply often holds the answer.
-                j = partner(i) if cfg.partner_turns and budget >= smallest + sep else None
-                if j is not None and j not in picked and j < n:
-                    need = cost(j)
-                    if need <= budget:
-                        picked[j] = turns[j]
-                        budget -= need
-                        trace(j, True, f"partner turn of relevance rank {rank}", need)
+                j = partner(i) if cfg.partner_turns and ledger.left >= smallest + sep else None
+                if j is not None and j not in picked and j < n and (taken := ledger.take(line(j))) is not None:
+                    picked[j] = turns[j]
+                    trace(j, True, f"partner turn of relevance rank {rank}", taken)
         for rank, i in enumerate(ranked[cap:], start=cap + 1):
             if i not in picked:  # a partner turn may rank here and still be in
                 trace(i, False, f"relevance rank {rank} is outside top_k {cfg.top_k}", 0)

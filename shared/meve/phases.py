@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from meve.budget import Ledger
 from meve.records import Dropped, Passage
 
 __all__ = [
@@ -175,20 +176,18 @@ def pack_budget(candidates: Sequence[Passage], token_counts: Sequence[int], t_ma
     """Phase 5: greedy packing in priority order; a passage that does not fit is skipped
     (and recorded) while smaller later ones may still fit. Never exceeds t_max, nor
     ``max_passages`` passages when given."""
-    used = 0
+    ledger = Ledger(t_max, separator_tokens)
     kept: list[Passage] = []
     dropped: list[Dropped] = []
     for cand, tokens in zip(candidates, token_counts, strict=True):
         if max_passages is not None and len(kept) >= max_passages:
             dropped.append(Dropped(cand.id, f"max_passages {max_passages} reached", float(tokens)))
             continue
-        cost = tokens + (separator_tokens if kept else 0)
-        if used + cost <= t_max:
+        if ledger.take(tokens) is not None:
             kept.append(cand.with_(tokens=tokens))
-            used += cost
         else:
-            dropped.append(Dropped(cand.id, f"over budget: needs {cost} tokens, {t_max - used} left", float(tokens)))
-    return PhaseOutput(tuple(kept), tuple(dropped), {"packed_tokens": used})
+            dropped.append(Dropped(cand.id, f"over budget: needs {ledger.cost(tokens)} tokens, {ledger.left} left", float(tokens)))
+    return PhaseOutput(tuple(kept), tuple(dropped), {"packed_tokens": ledger.used})
 
 
 # A sentence holding a third-person pronoun, or opening with a demonstrative, leans on the one

@@ -17,54 +17,14 @@ from meve.fusion import rrf
 from meve.hierarchy import Hierarchy, documents_from
 from meve.lexical import DEFAULT_BM25, LexicalIndex
 from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
-from meve.records import ContextResult, Passage, PhaseRecord, check_query, check_text
-from meve.store import ChromaStore, PassageStore, check_embedder, check_metadata, chroma_call, chroma_client, unique_collection_name
+from meve.records import ContextResult, Passage, PhaseRecord, check_query, check_texts
+from meve.store import ChromaStore, PassageStore, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
 from meve.verifier import LateInteractionScorer
 
-__all__ = [
-    "MeVe",
-    "check_embedder",
-    "check_texts",
-]
+__all__ = ["MeVe"]
 
 log = logging.getLogger("meve")
-
-
-def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[list[str], list[str], list[dict[str, Any] | None]]:
-    """Validate a batch of corpus texts with optional ids and metadatas; returns normalised lists."""
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise InputError(f"texts must be a list of str, got {type(texts).__name__}")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise InputError(f"texts[{i}] is {type(t).__name__} ({t!r}); every text must be a str")
-        if not t.strip():
-            raise InputError(f"texts[{i}] is empty or whitespace; remove it before indexing")
-        check_text(t, f"texts[{i}]")
-    if ids is None:
-        ids = [f"doc-{start + i}" for i in range(len(texts))]
-    else:
-        ids = list(ids)
-        if len(ids) != len(texts):
-            raise InputError(f"ids has {len(ids)} entries but texts has {len(texts)}; give one id per text")
-        for i, pid in enumerate(ids):
-            if not isinstance(pid, str) or not pid:
-                raise InputError(f"ids[{i}]={pid!r}: every id must be a non-empty str")
-            check_text(pid, f"ids[{i}]")
-    seen: set[str] = set()
-    for pid in ids:
-        if pid in seen:
-            raise InputError(f"duplicate id {pid!r}: ids must be unique")
-        seen.add(pid)
-    if metadatas is None:
-        metas: list[dict[str, Any] | None] = [None] * len(texts)
-    else:
-        metadatas = list(metadatas)
-        if len(metadatas) != len(texts):
-            raise InputError(f"metadatas has {len(metadatas)} entries but texts has {len(texts)}; give one per text (or None)")
-        metas = [check_metadata(m, f"metadatas[{i}]") for i, m in enumerate(metadatas)]
-    return texts, ids, metas
 
 
 class MeVe:

@@ -6,7 +6,8 @@ Phases never mutate a record; they return new ones via ``dataclasses.replace``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,8 +22,10 @@ __all__ = [
     "Passage",
     "PhaseRecord",
     "Source",
+    "check_metadata",
     "check_query",
     "check_text",
+    "check_texts",
 ]
 
 # How a passage entered the context, the one vocabulary of ``.source`` and of the adapters'
@@ -51,6 +54,71 @@ def check_query(query: Any) -> str:
     if not query.strip():
         raise InputError(f"query {query!r} is empty or whitespace; give the question to retrieve context for")
     return check_text(query, "query")
+
+
+_PRIMITIVES = (str, int, float, bool)
+# The adapters add these keys to returned metadata; a stored key of that form would be overwritten.
+RESERVED_PREFIX = "meve_"
+
+
+def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
+    """Metadata Chroma stores and returns unchanged: str keys (non-empty) and str/int/float/bool values,
+    finite floats and ints within int64 (others vanish or come back as floats)."""
+    if meta is None:
+        return None
+    if not isinstance(meta, Mapping):
+        raise InputError(f"{where} is {type(meta).__name__}; expected a dict of str -> str/int/float/bool")
+    for key, value in meta.items():
+        if not isinstance(key, str) or not key:
+            raise InputError(f"{where} has the key {key!r}; metadata keys must be non-empty str")
+        check_text(key, f"{where} key")
+        if key.startswith(RESERVED_PREFIX):
+            raise InputError(f"{where} has the key {key!r}; keys starting with {RESERVED_PREFIX!r} are meve's own (score, source, tokens, spans), rename it")
+        if not isinstance(value, _PRIMITIVES):
+            raise InputError(f"{where}[{key!r}]={value!r} is not storable; metadata values must be str, int, float or bool")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{where}[{key!r}]={value!r} is not storable: Chroma drops NaN and infinite values; use a finite number or a str")
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+            raise InputError(f"{where}[{key!r}]={value} is outside int64, so Chroma would return it as a float; store it as a str")
+        if isinstance(value, str):
+            check_text(value, f"{where}[{key!r}]")
+    return dict(meta) or None
+
+
+def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[list[str], list[str], list[dict[str, Any] | None]]:
+    """Validate a batch of corpus texts with optional ids and metadatas; returns normalised lists."""
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise InputError(f"texts must be a list of str, got {type(texts).__name__}")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InputError(f"texts[{i}] is {type(t).__name__} ({t!r}); every text must be a str")
+        if not t.strip():
+            raise InputError(f"texts[{i}] is empty or whitespace; remove it before indexing")
+        check_text(t, f"texts[{i}]")
+    if ids is None:
+        ids = [f"doc-{start + i}" for i in range(len(texts))]
+    else:
+        ids = list(ids)
+        if len(ids) != len(texts):
+            raise InputError(f"ids has {len(ids)} entries but texts has {len(texts)}; give one id per text")
+        for i, pid in enumerate(ids):
+            if not isinstance(pid, str) or not pid:
+                raise InputError(f"ids[{i}]={pid!r}: every id must be a non-empty str")
+            check_text(pid, f"ids[{i}]")
+    seen: set[str] = set()
+    for pid in ids:
+        if pid in seen:
+            raise InputError(f"duplicate id {pid!r}: ids must be unique")
+        seen.add(pid)
+    if metadatas is None:
+        metas: list[dict[str, Any] | None] = [None] * len(texts)
+    else:
+        metadatas = list(metadatas)
+        if len(metadatas) != len(texts):
+            raise InputError(f"metadatas has {len(metadatas)} entries but texts has {len(texts)}; give one per text (or None)")
+        metas = [check_metadata(m, f"metadatas[{i}]") for i, m in enumerate(metadatas)]
+    return texts, ids, metas
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import uuid
@@ -14,9 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from meve.errors import ConfigError, InputError, StoreError
-from meve.records import Passage, check_text
+from meve.records import Passage
 
-_PRIMITIVES = (str, int, float, bool)
 log = logging.getLogger("meve")
 
 
@@ -196,34 +194,6 @@ def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
 def unique_collection_name(prefix: str = "meve") -> str:
     # In-memory Chroma clients share one store per process, so default names must not collide.
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-# The adapters add these keys to returned metadata; a stored key of that form would be overwritten.
-RESERVED_PREFIX = "meve_"
-
-
-def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
-    """Metadata Chroma stores and returns unchanged: str keys (non-empty) and str/int/float/bool values,
-    finite floats and ints within int64 (others vanish or come back as floats)."""
-    if meta is None:
-        return None
-    if not isinstance(meta, Mapping):
-        raise InputError(f"{where} is {type(meta).__name__}; expected a dict of str -> str/int/float/bool")
-    for key, value in meta.items():
-        if not isinstance(key, str) or not key:
-            raise InputError(f"{where} has the key {key!r}; metadata keys must be non-empty str")
-        check_text(key, f"{where} key")
-        if key.startswith(RESERVED_PREFIX):
-            raise InputError(f"{where} has the key {key!r}; keys starting with {RESERVED_PREFIX!r} are meve's own (score, source, tokens, spans), rename it")
-        if not isinstance(value, _PRIMITIVES):
-            raise InputError(f"{where}[{key!r}]={value!r} is not storable; metadata values must be str, int, float or bool")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InputError(f"{where}[{key!r}]={value!r} is not storable: Chroma drops NaN and infinite values; use a finite number or a str")
-        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-            raise InputError(f"{where}[{key!r}]={value} is outside int64, so Chroma would return it as a float; store it as a str")
-        if isinstance(value, str):
-            check_text(value, f"{where}[{key!r}]")
-    return dict(meta) or None
 
 
 def check_embedder(collection: Any, embedder: Any) -> None:
