@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field
 
 from meve import ConfigError, ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
 from meve.lexical import DEFAULT_BM25, LexicalIndex
+from meve.models import store_scorer
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
@@ -101,7 +102,8 @@ class MeVeRetriever(BaseRetriever):
         ids = [str(d.id or d.metadata.get("id") or i) for i, d in enumerate(documents)]
         store.remember(ids, documents)
         lexical = LexicalIndex(ids, [d.page_content for d in documents], bm25_backend)
-        meve = MeVe(store, lexical, config=config, embedder=store.embedder, scorer=scorer, token_counter=token_counter, query_encoder=store.embed_query)
+        verifier = store_scorer(scorer, store.embedder)
+        meve = MeVe(store, lexical, config=config, embedder=store.embedder, scorer=verifier, token_counter=token_counter, query_encoder=store.embed_query)
         return cls(meve=meve, k=k)
 
     def _emit(self, run_manager: CallbackManagerForRetrieverRun) -> Any:

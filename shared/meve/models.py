@@ -35,6 +35,7 @@ __all__ = [
     "embedder_dimension",
     "make_scorer",
     "registry",
+    "store_scorer",
 ]
 
 log = logging.getLogger("meve")
@@ -434,6 +435,16 @@ def make_scorer(spec: RelevanceScorer | str | None = None, embedder: Embedder | 
         raise ConfigError(
             "scorer", name, f"'late-interaction', 'cosine' or a loadable cross-encoder name/path (loading it failed: {type(exc).__name__}: {exc})"
         ) from exc
+
+
+def store_scorer(spec: RelevanceScorer | str | None, store_embedder: Embedder) -> RelevanceScorer:
+    """The verifier over a user's own vector store or index, whose embedding model need not be
+    meve's: the default late interaction runs meve's MiniLM (the model its calibration was fitted
+    on), ``"cosine"`` compares in the store's own vector space, anything else as :func:`make_scorer`."""
+    if spec is not None and not isinstance(spec, str):
+        return spec
+    name = spec if spec is not None else (os.environ.get("MEVE_VERIFIER") or "late-interaction")
+    return make_scorer(name, default_embedder() if name == "late-interaction" else store_embedder)
 
 
 def default_scorer(embedder: Embedder | None = None) -> RelevanceScorer:

@@ -123,6 +123,12 @@ def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_
     assert embedded and r.invoke(question, t_max=200) and len(MiniLMEmbeddings.documents) == embedded
     fb = r.invoke("Campagnolo", k_init=2, tau=0.99, fallback_tau=0.0)  # plumbing test: the cosine verifier would reject the hit
     assert "derailleur-history" in [d.id for d in fb]
+    # No scorer named: the default verifier runs meve's own MiniLM whatever the store's model is
+    # (it used to be built on the store's LangChain embeddings and fail at the first query).
+    default = MeVeRetriever.from_vectorstore(store, docs)
+    assert default.meve.scorer.name.startswith("late-interaction:")
+    assert default.invoke(question)[0].metadata["meve_source"] == "verified"
+    assert default.meve.scorer.encoded_at_query_time > 0  # the store's passages were never through meve's ingestion
 
 
 def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
