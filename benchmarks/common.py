@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from meve.verifier import LateInteractionScorer, TokenVectorCache, text_key
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 CACHE = ROOT / "benchmarks" / ".cache"
@@ -159,3 +161,55 @@ def squad_pairs(articles: Sequence[dict[str, Any]], n_questions: int, seed: int,
         for j in [pi, *rng.sample(others, min(negatives, len(others)))]:
             out.append((question, paras[j]["context"], int(j == pi)))
     return out
+
+
+# -- the token-vector disk cache (the verifier's, so reruns do not re-encode corpora) -----
+class TokenDiskCache:
+    def __init__(self, tag: str) -> None:
+        self.path = CACHE / f"tokens-{tag}.npz"
+
+    def load_into(self, cache: TokenVectorCache) -> int:
+        if not self.path.exists():
+            return 0
+        data = np.load(self.path)
+        lengths = data["lengths"]
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        q, s = data["q"], data["s"]
+        for i, key in enumerate(data["keys"].tolist()):
+            cache.put_quantized(key, q[bounds[i] : bounds[i + 1]], s[bounds[i] : bounds[i + 1]])
+        return len(lengths)
+
+    def save(self, cache: TokenVectorCache) -> None:
+        rows = cache.quantized()
+        if not rows:
+            return
+        CACHE.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            self.path,
+            keys=np.array([k for k, _, _ in rows]),
+            lengths=np.array([len(q) for _, q, _ in rows]),
+            q=np.concatenate([q for _, q, _ in rows]),
+            s=np.concatenate([s for _, _, s in rows]),
+        )
+
+
+def prime(li: LateInteractionScorer, texts: Sequence[str], label: str) -> None:
+    """One forward pass per text not cached yet gives both its token vectors (the verifier's
+    cache) and its dense vector (the embedding cache)."""
+    emb = embedder()
+    missing = [t for t in dict.fromkeys(texts) if text_key(t) not in li.cache]
+    for start in range(0, len(missing), 256):
+        batch = missing[start : start + 256]
+        emb.put(batch, li.embed_and_cache(batch))
+        print(f"{label}: encoded {start + len(batch)}/{len(missing)} texts", flush=True)
+
+
+def default_verifier(cache: str = "all-MiniLM-L6-v2") -> tuple[LateInteractionScorer, TokenDiskCache]:
+    """meve's default verifier with every token vector cached on disk under ``cache`` (the speed
+    race keeps its 100k passages' vectors apart, so other benchmarks do not load them)."""
+    from meve import SentenceTransformerEmbedder
+
+    li = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=8 * 2**30)
+    disk = TokenDiskCache(cache)
+    disk.load_into(li.cache)
+    return li, disk

@@ -29,13 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import embedder, pct, squad, squad_dev_split
-from benchmarks.minimal import TokenDiskCache
+from benchmarks.common import default_verifier, embedder, pct, prime, squad, squad_dev_split
 from meve import BiEncoderScorer, MeVe, MeVeConfig, get_token_counter
 from meve.chunking import split_sentences
 from meve.hierarchy import DOC_SIGNALS, Document, fuse_documents, lead_text, sentence_windows
 from meve.records import ContextResult
-from meve.verifier import LateInteractionScorer, text_key
+from meve.verifier import LateInteractionScorer
 
 GRID_VALUES = (0.0, 0.25, 0.5, 1.0)
 SUMMARY_TOKENS = 64
@@ -91,16 +90,6 @@ def squad_articles(data: Path, per_split: int = 200, seed: int = 0) -> tuple[lis
 
 
 # -- models -----------------------------------------------------------------------------------
-def prime(li: LateInteractionScorer, texts: Sequence[str]) -> None:
-    """One forward pass per new text gives its token vectors (verifier) and its dense vector."""
-    emb = embedder()
-    missing = [t for t in dict.fromkeys(texts) if text_key(t) not in li.cache]
-    for start in range(0, len(missing), 256):
-        batch = missing[start : start + 256]
-        emb.put(batch, li.embed_and_cache(batch))
-        print(f"hierarchical: encoded {start + len(batch)}/{len(missing)} texts", flush=True)
-
-
 def corpus_texts(docs: Sequence[Document], passage_tokens: int) -> list[str]:
     counter = get_token_counter()
     out = [d.text[a:b] for d in docs for a, b in sentence_windows(d.text, passage_tokens, counter)]
@@ -181,11 +170,7 @@ def score_weights(table: list[tuple[dict[str, dict[int, float]], dict[str, Any]]
 
 def run(data: Path) -> dict[str, Any]:
     t_start = time.perf_counter()
-    from meve import SentenceTransformerEmbedder
-
-    li = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=8 * 2**30)
-    disk = TokenDiskCache("all-MiniLM-L6-v2")
-    print(f"hierarchical: {disk.load_into(li.cache)} texts' token vectors from the disk cache", flush=True)
+    li, disk = default_verifier()
     cfg = MeVeConfig()
     h_docs, h_qs = hotpot(data)
     s_docs, s_qs, paragraphs = squad_articles(data)
@@ -198,7 +183,7 @@ def run(data: Path) -> dict[str, Any]:
     systems: dict[str, dict[str, MeVe]] = {}
     doc_of: dict[str, dict[str, str]] = {}
     for name, (docs, qs, flat_ids, flat_texts) in sets.items():
-        prime(li, corpus_texts(docs, cfg.passage_tokens) + flat_texts + [q["question"] for part in qs.values() for q in part])
+        prime(li, corpus_texts(docs, cfg.passage_tokens) + flat_texts + [q["question"] for part in qs.values() for q in part], "hierarchical")
         disk.save(li.cache)
         doc_of[name] = {pid: (paragraphs[pid][0] if name == "squad" else pid) for pid in flat_ids}
         flat = MeVe.from_texts(flat_texts, ids=flat_ids, embedder=emb, scorer=li, batch_size=1024)

@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import CACHE, embedder, pct, squad, squad_dev_split
+from benchmarks.common import default_verifier, embedder, pct, prime, squad, squad_dev_split
 from benchmarks.quality import wikipedia_corpus
 from meve import MeVe, get_token_counter
 from meve.chunking import sentence_spans
 from meve.fusion import rrf
 from meve.records import ContextResult
-from meve.verifier import LateInteractionScorer, TokenVectorCache, text_key
+from meve.verifier import LateInteractionScorer
 
 SEP = "\n\n"
 PRONOUN = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|them)\b", re.IGNORECASE)
@@ -104,36 +104,6 @@ def squad_sets(data: Path, n_questions: int, seed: int = 12) -> dict[str, tuple[
     return out
 
 
-# -- the token-vector disk cache (the verifier's, so reruns do not re-encode corpora) -----
-class TokenDiskCache:
-    def __init__(self, tag: str) -> None:
-        self.path = CACHE / f"tokens-{tag}.npz"
-
-    def load_into(self, cache: TokenVectorCache) -> int:
-        if not self.path.exists():
-            return 0
-        data = np.load(self.path)
-        lengths = data["lengths"]
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        q, s = data["q"], data["s"]
-        for i, key in enumerate(data["keys"].tolist()):
-            cache.put_quantized(key, q[bounds[i] : bounds[i + 1]], s[bounds[i] : bounds[i + 1]])
-        return len(lengths)
-
-    def save(self, cache: TokenVectorCache) -> None:
-        rows = cache.quantized()
-        if not rows:
-            return
-        CACHE.mkdir(parents=True, exist_ok=True)
-        np.savez(
-            self.path,
-            keys=np.array([k for k, _, _ in rows]),
-            lengths=np.array([len(q) for _, q, _ in rows]),
-            q=np.concatenate([q for _, q, _ in rows]),
-            s=np.concatenate([s for _, _, s in rows]),
-        )
-
-
 # -- one corpus, every system ---------------------------------------------------------------
 class Bench:
     """One corpus with its MeVe index; each system maps a question to (ids, context)."""
@@ -141,21 +111,12 @@ class Bench:
     def __init__(self, ids: list[str], texts: list[str], li: LateInteractionScorer) -> None:
         self.emb = embedder()
         self.counter = get_token_counter()
-        self._prime(texts, li)
+        prime(li, texts, "minimal")
         self.meve = MeVe.from_texts(texts, ids=ids, embedder=self.emb, scorer=li, batch_size=1024)
         self.text = dict(zip(ids, texts, strict=True))
         self.li = li
         self._dense: dict[str, list[tuple[str, float]]] = {}
         self._bm25: dict[str, list[tuple[str, float]]] = {}
-
-    def _prime(self, texts: list[str], li: LateInteractionScorer) -> None:
-        """One forward pass per new passage gives both its token vectors and its dense vector."""
-        missing = [t for t in dict.fromkeys(texts) if text_key(t) not in li.cache]
-        for start in range(0, len(missing), 256):
-            batch = missing[start : start + 256]
-            vecs = li.embed_and_cache(batch)
-            self.emb.put(batch, vecs)
-            print(f"minimal: encoded {start + len(batch)}/{len(missing)} passages", flush=True)
 
     def dense(self, q: str, k: int = 50) -> list[tuple[str, float]]:
         if q not in self._dense:
@@ -301,12 +262,7 @@ def pronoun_failures(b: Bench, results: Sequence[ContextResult]) -> dict[str, An
 
 def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dict[str, Any]:
     t_start = time.perf_counter()
-    from meve import SentenceTransformerEmbedder
-
-    li = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=8 * 2**30)
-    disk = TokenDiskCache("all-MiniLM-L6-v2")
-    loaded = disk.load_into(li.cache)
-    print(f"minimal: {loaded} passages' token vectors from the disk cache", flush=True)
+    li, disk = default_verifier()
     datasets = {"hotpotqa": hotpot_sets(data), "squad": squad_sets(data, squad_questions)}
     reference_k = {"hotpotqa": 5, "squad": 3}
     out: dict[str, Any] = {"protocol": __doc__.split("\n\n")[1:3], "grid": GRID, "datasets": {}}

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import embedder, pct
-from meve import BiEncoderScorer, MeVe, MeVeConfig, get_token_counter
+from benchmarks.common import default_verifier, embedder, pct, prime
+from meve import MeVe, MeVeConfig, get_token_counter
 from meve.chunking import chunk_text
 from meve.locate import ExactIndex
 
@@ -77,8 +77,11 @@ def hotpot(data: Path, full: bool, standard_k: int = 5, limit: int | None = None
     questions = questions[:limit]
     ids, texts = hotpot_corpus(corpus_questions)
     emb = embedder()
+    li, disk = default_verifier()
+    prime(li, texts + [q["question"] for q in questions], "quality")
+    disk.save(li.cache)
     t0 = time.perf_counter()
-    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=BiEncoderScorer(emb), config=MeVeConfig())
+    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=li, config=MeVeConfig())
     build_s = time.perf_counter() - t0
     emb.save()
     paper_k = meve.config.k_init
@@ -136,7 +139,10 @@ def wikipedia_corpus(data: Path) -> tuple[list[str], list[str], list[str], int]:
 def wikipedia(data: Path) -> dict[str, Any]:
     ids, texts, queries, n_articles = wikipedia_corpus(data)
     emb = embedder()
-    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=BiEncoderScorer(emb))
+    li, disk = default_verifier()
+    prime(li, texts + queries, "quality")
+    disk.save(li.cache)
+    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=li)
     emb.save()
     std = [meve.baseline(q, k=meve.config.k_init).token_count for q in queries]
     std5 = [meve.baseline(q, k=5).token_count for q in queries]
