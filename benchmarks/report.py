@@ -632,27 +632,25 @@ def write() -> None:
                 f"- NOT MEASURED: the race at {', '.join(f'{n:,}' for n in s['race']['not_run'])} passages: "
                 "embedding that many new passages with MiniLM on 2 CPU cores takes over an hour. The two speed targets below are judged at the largest size measured, which is not the 100k they name."
             )
-        if "meve_default_query_time_ms_p50" in big:
-            kept = [r for r in rows if "meve_default_ms_p50" in r]
-            kept_note = (
-                f" With token vectors kept at ingestion (what MeVe.from_texts does by default): {kept[-1]['langchain_over_meve_default_p50']:.2f}x and "
-                f"{kept[-1]['llamaindex_over_meve_default_p50']:.2f}x at {kept[-1]['passages']:,} passages"
-                + (
-                    ""
-                    if kept[-1] is big
-                    else f"; not measured at {big['passages']:,} (making that many passages' token vectors takes about 40 passages/s on this CPU)"
-                )
-                + "."
-                if kept
-                else ""
-            )
+        if "meve_default_ms_p50" in big:
             lines.append(
                 _target(
-                    big["langchain_over_meve_default_query_time_p50"] >= 2 and big["passages"] >= 100_000,
-                    f"Speed at {big['passages']:,} passages: the LangChain composition (cross-encoder reranker) takes {big['langchain_over_meve_default_query_time_p50']:.2f}x "
-                    f"the p50 of MeVe with its default verifier encoding the candidates at query time (target >= 2x at 100k), LlamaIndex's "
-                    f"{big['llamaindex_over_meve_default_query_time_p50']:.2f}x." + kept_note + f" With the same cross-encoder in all three, the ratios are "
-                    f"{big['langchain_over_meve_p50']:.2f}x and {big['llamaindex_over_meve_p50']:.2f}x." + _pairs_note(big),
+                    big["langchain_over_meve_default_p50"] >= 2 and big["passages"] >= 100_000,
+                    f"Speed at {big['passages']:,} passages: the LangChain composition (cross-encoder reranker) takes {big['langchain_over_meve_default_p50']:.2f}x "
+                    f"the p50 of MeVe as shipped (default verifier, token vectors kept at ingestion by MeVe.from_texts; target >= 2x at 100k), "
+                    f"LlamaIndex's {big['llamaindex_over_meve_default_p50']:.2f}x (different verifiers: this compares cost, not quality). Over a store meve did not build, where the verifier encodes the candidates at query time: "
+                    f"{big['langchain_over_meve_default_query_time_p50']:.2f}x and {big['llamaindex_over_meve_default_query_time_p50']:.2f}x. "
+                    f"With the same cross-encoder in all three: {big['langchain_over_meve_p50']:.2f}x and {big['llamaindex_over_meve_p50']:.2f}x."
+                    + _pairs_note(big),
+                )
+            )
+        elif "meve_default_query_time_ms_p50" in big:
+            lines.append(
+                _target(
+                    False,
+                    f"Speed at {big['passages']:,} passages: MeVe as shipped (token vectors kept at ingestion) was not measured at this size; with the verifier "
+                    f"encoding candidates at query time the LangChain composition takes {big['langchain_over_meve_default_query_time_p50']:.2f}x its p50, "
+                    f"with the same cross-encoder in all three {big['langchain_over_meve_p50']:.2f}x (target >= 2x at 100k)." + _pairs_note(big),
                 )
             )
         else:
