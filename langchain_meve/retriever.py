@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
@@ -13,6 +14,7 @@ from pydantic import ConfigDict, Field
 from meve import ConfigError, ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
 from meve.lexical import DEFAULT_BM25, LexicalIndex
 from meve.models import store_scorer
+from meve.phases import unit_rows
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
@@ -141,18 +143,10 @@ class _LangChainEmbedder:
 
     def encode(self, texts: Sequence[str]) -> Any:
         """Passages, always through ``embed_documents`` (asymmetric models embed queries differently)."""
-        return _unit(self.embeddings.embed_documents(list(texts)))
+        return unit_rows(self.embeddings.embed_documents(list(texts)), np.float32)
 
     def encode_query(self, text: str) -> Any:
-        return _unit([self.embeddings.embed_query(text)])[0]
-
-
-def _unit(rows: Any) -> Any:
-    import numpy as np
-
-    vecs = np.asarray(rows, dtype=np.float32)
-    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    return vecs / np.where(norms == 0, 1.0, norms)
+        return unit_rows([self.embeddings.embed_query(text)], np.float32)[0]
 
 
 class LangChainVectorStore:
@@ -179,8 +173,6 @@ class LangChainVectorStore:
     def _passages(self, hits: Sequence[tuple[str, Document]]) -> list[Passage]:
         """Passages with their embeddings: one ``embed_documents`` call for the texts this process has
         not embedded yet (cached by text), so a repeated passage costs the user's embeddings nothing."""
-        import numpy as np
-
         if not hits:
             return []
         vecs = self.embedder.encode([doc.page_content for _, doc in hits])
@@ -195,8 +187,6 @@ class LangChainVectorStore:
         self.remember(ids, docs)
 
     def query(self, vector: Any, k: int) -> list[Passage]:
-        import numpy as np
-
         hits = self.vectorstore.similarity_search_by_vector(list(map(float, vector)), k=k)
         passages = self._passages([(str(doc.id or doc.metadata.get("id")), doc) for doc in hits])
         out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in passages]

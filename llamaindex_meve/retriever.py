@@ -18,6 +18,7 @@ from llamaindex_meve.postprocessors import annotate
 from meve import CachedEmbedder, ContextResult, InputError, MeVe, MeVeConfig, Passage, RelevanceScorer
 from meve.lexical import DEFAULT_BM25, LexicalIndex
 from meve.models import store_scorer
+from meve.phases import unit_rows
 
 
 def _all_nodes(index: Any) -> list[BaseNode]:
@@ -30,12 +31,6 @@ def _all_nodes(index: Any) -> list[BaseNode]:
     return list(getter(None))
 
 
-def _unit(rows: Any) -> np.ndarray:
-    vecs = np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)
-    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    return vecs / np.where(norms == 0, 1.0, norms)
-
-
 class _IndexEmbedder:
     """meve Embedder over a LlamaIndex embedding model (vectors L2-normalised here)."""
 
@@ -45,10 +40,10 @@ class _IndexEmbedder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Passages, through the text side of the model (asymmetric models embed queries differently)."""
-        return _unit(self.embed_model.get_text_embedding_batch(list(texts)))
+        return unit_rows(self.embed_model.get_text_embedding_batch(list(texts)), np.float32)
 
     def encode_query(self, query: str) -> np.ndarray:
-        return _unit([self.embed_model.get_query_embedding(query)])[0]
+        return unit_rows([self.embed_model.get_query_embedding(query)], np.float32)[0]
 
 
 class LlamaIndexStore:

@@ -260,7 +260,7 @@ class Hierarchy:
         """Rebuild the in-memory indexes from the collections (a reopened persistent corpus)."""
         docs = [(i, str(meta.get("title", "")), text) for i, text, meta in _rows(self._docs, ["documents", "metadatas"])]
         self._remember_documents(docs, [self._lead(title, text) for _, title, text in docs])
-        self._remember_windows(_rows(self._wins, ["documents"]))
+        self._remember_windows([(wid, text) for wid, text, _ in _rows(self._wins, ["documents"])])
 
     def _remember_documents(self, rows: Sequence[tuple[str, str, str]], leads: Sequence[str]) -> None:
         """(id, title, text) rows, with their leads as embedded (computed once, by the caller)."""
@@ -274,11 +274,12 @@ class Hierarchy:
         self._doc_bm25.add([f"{title}: {text}" for _, title, text in rows])
         self._exact = None
 
-    def _remember_windows(self, rows: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
-        for wid, _, _ in rows:
+    def _remember_windows(self, rows: Sequence[tuple[str, str]]) -> None:
+        """(window id, text) rows: the id names the document, so nothing else is needed."""
+        for wid, _ in rows:
             self._doc_windows.setdefault(_window_parts(wid)[0], []).append(len(self._window_ids))
             self._window_ids.append(wid)
-        self._window_bm25.add([text for _, text, _ in rows])
+        self._window_bm25.add([text for _, text in rows])
 
     def _lead(self, title: str, text: str) -> str:
         return lead_text(title, text, self.counter, self.summary_tokens)
@@ -305,7 +306,7 @@ class Hierarchy:
                 metas: list[Mapping[str, Any] | None] = [{"doc_id": d.id, "title": d.title, "start": a, "end": b} for d, a, b in batch]
                 self._win_store.add(ids, texts, metas, vectors(texts))
                 with self._lock:
-                    self._remember_windows([(i, t, {}) for i, t in zip(ids, texts, strict=True)])
+                    self._remember_windows(list(zip(ids, texts, strict=True)))
                 bar.update(len(batch))
             for start in range(0, len(documents), batch_size):
                 docs = documents[start : start + batch_size]
@@ -419,7 +420,8 @@ class Hierarchy:
         chosen = {d.id for d in documents}
         depth = 2 * k  # room for the windows the overlap rule drops
         with self._lock:
-            positions = np.array([p for d in chosen for p in self._doc_windows.get(d, ())], dtype=np.int64)
+            # In the documents' order, not the set's: BM25 ties then break the same way in every process.
+            positions = np.array([p for d in documents for p in self._doc_windows.get(d.id, ())], dtype=np.int64)
             scores = self._window_bm25.get_scores(query)[positions] if positions.size else np.zeros(0)
             lexical = {self._window_ids[int(positions[j])]: float(scores[j]) for j in np.argsort(-scores, kind="stable")[:depth] if scores[j] > 0}
         if not positions.size:

@@ -420,7 +420,7 @@ def make_scorer(spec: RelevanceScorer | str | None = None, embedder: Embedder | 
     """
     if spec is not None and not isinstance(spec, str):
         return spec
-    name = spec if spec is not None else (os.environ.get("MEVE_VERIFIER") or "late-interaction")
+    name = _scorer_name(spec)
     if name == "late-interaction":
         from meve.verifier import LateInteractionScorer
 
@@ -443,8 +443,12 @@ def store_scorer(spec: RelevanceScorer | str | None, store_embedder: Embedder) -
     on), ``"cosine"`` compares in the store's own vector space, anything else as :func:`make_scorer`."""
     if spec is not None and not isinstance(spec, str):
         return spec
-    name = spec if spec is not None else (os.environ.get("MEVE_VERIFIER") or "late-interaction")
+    name = _scorer_name(spec)
     return make_scorer(name, default_embedder() if name == "late-interaction" else store_embedder)
+
+
+def _scorer_name(spec: str | None) -> str:
+    return spec if spec is not None else (os.environ.get("MEVE_VERIFIER") or "late-interaction")
 
 
 def default_scorer(embedder: Embedder | None = None) -> RelevanceScorer:

@@ -27,6 +27,7 @@ __all__ = [
     "novelty_select",
     "pack_budget",
     "prune_sentences",
+    "unit_rows",
     "verify",
 ]
 
@@ -118,9 +119,11 @@ def fallback(
     return PhaseOutput(tuple(verified) + tuple(added), tuple(skipped), {"triggered": True, "added": [c.id for c in added], "already_verified": already})
 
 
-def _unit(vecs: np.ndarray) -> np.ndarray:
+def unit_rows(rows: Any, dtype: type[np.floating[Any]] = np.float64) -> np.ndarray:
+    """``rows`` (a 2-d array or a list of vectors) scaled to unit length; a zero row stays zero."""
+    vecs = np.asarray(rows, dtype=dtype).reshape(len(rows), -1)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    return np.asarray(vecs / np.where(norms == 0, 1.0, norms), dtype=np.float64)
+    return np.asarray(vecs / np.where(norms == 0, 1.0, norms), dtype=dtype)
 
 
 def drop_redundant(candidates: Sequence[Passage], theta: float) -> PhaseOutput:
@@ -128,7 +131,7 @@ def drop_redundant(candidates: Sequence[Passage], theta: float) -> PhaseOutput:
     already-kept one exceeds theta. The higher-ranked of a pair always survives."""
     if not candidates:
         return PhaseOutput(())
-    vecs = _unit(np.stack([_embedding(c) for c in candidates]))
+    vecs = unit_rows(np.stack([_embedding(c) for c in candidates]))
     kept_idx: list[int] = []
     dropped: list[Dropped] = []
     for i, cand in enumerate(candidates):
@@ -149,7 +152,7 @@ def novelty_select(candidates: Sequence[Passage], lam: float, theta: float) -> P
     The result is ordered by selection, so the budget packs the most informative first."""
     if not candidates:
         return PhaseOutput(())
-    vecs = _unit(np.stack([_embedding(c) for c in candidates]))
+    vecs = unit_rows(np.stack([_embedding(c) for c in candidates]))
     rel = np.array([c.score for c in candidates], dtype=np.float64)
     remaining = list(range(len(candidates)))
     chosen: list[int] = []
