@@ -7,11 +7,13 @@ import os
 import platform
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from meve.models import Verifier
 from meve.verifier import LateInteractionScorer, TokenVectorCache, text_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,6 +204,12 @@ def prime(li: LateInteractionScorer, texts: Sequence[str], label: str) -> None:
         batch = missing[start : start + 256]
         emb.put(batch, li.embed_and_cache(batch))
         print(f"{label}: encoded {start + len(batch)}/{len(missing)} texts", flush=True)
+
+
+def li_verifier(li: LateInteractionScorer) -> Verifier:
+    """``li`` as ``MeVe(scorer="late-interaction")`` runs it (sentences scored in their passage's
+    context), less the shared pass: the benchmarks' dense vectors come from the embedding cache."""
+    return replace(li.verifier(), shared=None)
 
 
 def default_verifier(cache: str = "all-MiniLM-L6-v2") -> tuple[LateInteractionScorer, TokenDiskCache]:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import default_verifier, embedder, pct, prime, squad, squad_dev_split
+from benchmarks.common import default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
 from meve import BiEncoderScorer, MeVe, MeVeConfig, get_token_counter
 from meve.chunking import split_sentences
 from meve.hierarchy import DOC_SIGNALS, Document, fuse_documents, lead_text, sentence_windows
@@ -186,8 +186,8 @@ def run(data: Path) -> dict[str, Any]:
         prime(li, corpus_texts(docs, cfg.passage_tokens) + flat_texts + [q["question"] for part in qs.values() for q in part], "hierarchical")
         disk.save(li.cache)
         doc_of[name] = {pid: (paragraphs[pid][0] if name == "squad" else pid) for pid in flat_ids}
-        flat = MeVe.from_texts(flat_texts, ids=flat_ids, embedder=emb, scorer=li, batch_size=1024)
-        hier = MeVe.from_documents(docs, embedder=emb, scorer=li, summary_tokens=SUMMARY_TOKENS)
+        flat = MeVe.from_texts(flat_texts, ids=flat_ids, embedder=emb, scorer=li_verifier(li), batch_size=1024)
+        hier = MeVe.from_documents(docs, embedder=emb, scorer=li_verifier(li), summary_tokens=SUMMARY_TOKENS)
         systems[name] = {"flat": flat, "hierarchical": hier}
         print(f"hierarchical: {name} built at {time.perf_counter() - t_start:.0f}s", flush=True)
 
@@ -244,7 +244,7 @@ def run(data: Path) -> dict[str, Any]:
 
 def _with(m: MeVe, **overrides: Any) -> MeVe:
     """The same index with other config defaults (no re-embedding)."""
-    clone = MeVe(m.store, m.lexical, config=m.config.replace(**overrides), embedder=m.embedder, scorer=m.scorer, token_counter=m.token_counter)
+    clone = MeVe(m.store, m.lexical, config=m.config.replace(**overrides), embedder=m.embedder, scorer=m.verifier, token_counter=m.token_counter)
     return clone
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import default_verifier, embedder, pct, prime, squad, squad_dev_split
+from benchmarks.common import default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
 from benchmarks.quality import wikipedia_corpus
 from meve import MeVe, get_token_counter
 from meve.chunking import sentence_spans
@@ -112,7 +112,7 @@ class Bench:
         self.emb = embedder()
         self.counter = get_token_counter()
         prime(li, texts, "minimal")
-        self.meve = MeVe.from_texts(texts, ids=ids, embedder=self.emb, scorer=li, batch_size=1024)
+        self.meve = MeVe.from_texts(texts, ids=ids, embedder=self.emb, scorer=li_verifier(li), batch_size=1024)
         self.text = dict(zip(ids, texts, strict=True))
         self.li = li
         self._dense: dict[str, list[tuple[str, float]]] = {}

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import default_verifier, embedder, pct, prime
+from benchmarks.common import default_verifier, embedder, li_verifier, pct, prime
 from meve import MeVe, MeVeConfig, get_token_counter
 from meve.chunking import chunk_text
 from meve.locate import ExactIndex
@@ -81,7 +81,7 @@ def hotpot(data: Path, full: bool, standard_k: int = 5, limit: int | None = None
     prime(li, texts + [q["question"] for q in questions], "quality")
     disk.save(li.cache)
     t0 = time.perf_counter()
-    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=li, config=MeVeConfig())
+    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=li_verifier(li), config=MeVeConfig())
     build_s = time.perf_counter() - t0
     emb.save()
     paper_k = meve.config.k_init
@@ -142,7 +142,7 @@ def wikipedia(data: Path) -> dict[str, Any]:
     li, disk = default_verifier()
     prime(li, texts + queries, "quality")
     disk.save(li.cache)
-    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=li)
+    meve = MeVe.from_texts(texts, ids=ids, embedder=emb, scorer=li_verifier(li))
     emb.save()
     std = [meve.baseline(q, k=meve.config.k_init).token_count for q in queries]
     std5 = [meve.baseline(q, k=5).token_count for q in queries]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import RESULTS, pct, squad, squad_dev_split, squad_pairs
+from benchmarks.common import RESULTS, li_verifier, pct, squad, squad_dev_split, squad_pairs
 from meve import BiEncoderScorer, MeVe, MeVeConfig, SentenceTransformerEmbedder
 from meve.verifier import LateInteractionScorer, maxsim, text_key
 
@@ -365,7 +365,7 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
     qs = random.Random(3).sample(questions, n_queries)
     li = LateInteractionScorer(emb)
     t0 = time.perf_counter()
-    meve = MeVe.from_texts(texts, embedder=emb, scorer=li, config=MeVeConfig(k_init=20))
+    meve = MeVe.from_texts(texts, embedder=emb, scorer=li_verifier(li), config=MeVeConfig(k_init=20))
     ingest_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     emb.encode(texts[:200])

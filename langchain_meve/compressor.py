@@ -51,7 +51,7 @@ class MeVeCompressor(BaseDocumentCompressor):
             query,
             passages,
             self.config,
-            scorer=lambda: models.scorer,
+            verifier=lambda: models.verifier,
             embedder=models.embedder,
             token_counter=get_token_counter(self.token_counter),
             query_vec=qvec,

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 
 from meve import ConfigError, ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
 from meve.lexical import DEFAULT_BM25, LexicalIndex
-from meve.models import store_scorer
+from meve.models import store_verifier
 from meve.phases import unit_rows
 
 PHASE_EVENT = "meve_phase"
@@ -104,7 +104,7 @@ class MeVeRetriever(BaseRetriever):
         ids = [str(d.id or d.metadata.get("id") or i) for i, d in enumerate(documents)]
         store.remember(ids, documents)
         lexical = LexicalIndex(ids, [d.page_content for d in documents], bm25_backend)
-        verifier = store_scorer(scorer, store.embedder)
+        verifier = store_verifier(scorer, store.embedder)
         meve = MeVe(store, lexical, config=config, embedder=store.embedder, scorer=verifier, token_counter=token_counter, query_encoder=store.embed_query)
         return cls(meve=meve, k=k)
 

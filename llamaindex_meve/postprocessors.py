@@ -206,7 +206,7 @@ class MeVePostprocessor(_MeVeNodeProcessor):
             query,
             passages,
             self.config,
-            scorer=self._score,
+            verifier=lambda: self._models.verifier,
             embedder=self._embed(),
             token_counter=self._counter(),
             query_vec=qvec,

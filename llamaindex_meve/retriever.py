@@ -17,7 +17,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from llamaindex_meve.postprocessors import annotate
 from meve import CachedEmbedder, ContextResult, InputError, MeVe, MeVeConfig, Passage, RelevanceScorer
 from meve.lexical import DEFAULT_BM25, LexicalIndex
-from meve.models import store_scorer
+from meve.models import store_verifier
 from meve.phases import unit_rows
 
 
@@ -123,7 +123,7 @@ class MeVeRetriever(BaseRetriever):
         store = LlamaIndexStore(index, all_nodes, embedder)
         self._nodes = store.nodes
         lexical = LexicalIndex(list(store.nodes), [n.get_content() for n in store.nodes.values()], bm25_backend)
-        verifier = store_scorer(scorer, store.embedder)
+        verifier = store_verifier(scorer, store.embedder)
         self.core = MeVe(
             store, lexical, config=config, embedder=store.embedder, scorer=verifier, token_counter=token_counter, query_encoder=embedder.encode_query
         )

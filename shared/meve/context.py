@@ -18,11 +18,10 @@ from meve.chunking import sentence_spans
 from meve.config import MeVeConfig
 from meve.errors import ConfigError
 from meve.lexical import IncrementalBM25, top_k
-from meve.models import Embedder, RelevanceScorer
+from meve.models import Embedder, RelevanceScorer, Verifier, split_sizes
 from meve.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_budget, prune_sentences, verify
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, count_many
-from meve.verifier import LateInteractionScorer
 
 __all__ = [
     "LexicalSearch",
@@ -116,15 +115,6 @@ def relevance_scores(
     return [cache[p.id] for p in passages], len(todo)
 
 
-def _verifier_sentence_scores(scorer: RelevanceScorer, query: str, passages: Sequence[Passage], spans: list[list[tuple[int, int]]]) -> list[np.ndarray]:
-    if isinstance(scorer, LateInteractionScorer):
-        # Its own token vectors of the whole passage: no model run, and each sentence read in context.
-        return [scorer.score_spans(query, p.text, sp) for p, sp in zip(passages, spans, strict=True)]
-    flat = [p.text[a:b] for p, sp in zip(passages, spans, strict=True) for a, b in sp]
-    scores = np.asarray(scorer.score(query, flat), dtype=np.float64) if flat else np.zeros(0)
-    return _split(scores, [len(sp) for sp in spans])
-
-
 def _cosine_sentence_scores(
     embedder: Embedder | None, query_vec: np.ndarray | None, query: str, passages: Sequence[Passage], spans: list[list[tuple[int, int]]]
 ) -> list[np.ndarray]:
@@ -133,12 +123,7 @@ def _cosine_sentence_scores(
     flat = [p.text[a:b] for p, sp in zip(passages, spans, strict=True) for a, b in sp]
     qv = query_vec if query_vec is not None else embedder.encode([query])[0]
     sents = np.asarray(embedder.encode(flat), dtype=np.float64)
-    return _split(sents @ np.asarray(qv, dtype=np.float64), [len(sp) for sp in spans])
-
-
-def _split(values: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
-    bounds = np.cumsum([0, *sizes])
-    return [values[bounds[i] : bounds[i + 1]] for i in range(len(sizes))]
+    return split_sizes(sents @ np.asarray(qv, dtype=np.float64), [len(sp) for sp in spans])
 
 
 def embed_passages(
@@ -172,7 +157,7 @@ def select_context(
     candidates: Sequence[Passage],
     cfg: MeVeConfig,
     *,
-    scorer: Callable[[], RelevanceScorer],
+    verifier: Callable[[], Verifier],
     embedder: Embedder | None,
     token_counter: TokenCounter,
     query_vec: np.ndarray | None = None,
@@ -182,7 +167,7 @@ def select_context(
 ) -> ContextResult:
     """Run phases 2-5 on ``candidates`` (already in rank order).
 
-    ``scorer`` is a thunk so a model loads only when verification runs. ``first``
+    ``verifier`` is a thunk so a model loads only when verification runs. ``first``
     optionally records the phase that produced the candidates: (name, ms, scores, info).
     """
     trace = _Trace(token_counter, on_phase)
@@ -195,7 +180,7 @@ def select_context(
     t0 = time.perf_counter()
     cache: dict[str, float] = {}
     if cfg.verify and candidates:
-        sc = scorer()
+        sc = verifier().scorer
         rel, scored = relevance_scores(sc, query, query_vec, candidates, cache)
         out = verify(candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio)
         trace.record(
@@ -227,7 +212,7 @@ def select_context(
         added = [p for p in out.kept if p.source == "fallback"]
         scored = 0
         if added and cfg.verify:
-            rel, scored = relevance_scores(scorer(), query, query_vec, added, cache)
+            rel, scored = relevance_scores(verifier().scorer, query, query_vec, added, cache)
             low = {p.id: r for p, r in zip(added, rel, strict=True) if r < cfg.fallback_tau}
             rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
             kept_now = tuple(rescored.get(p.id, p) for p in out.kept if p.id not in low)
@@ -267,7 +252,7 @@ def select_context(
     if cfg.prune != "none" and prioritised:
         spans = [sentence_spans(p.text) for p in prioritised]
         if cfg.prune == "verifier":
-            sentence_scores = _verifier_sentence_scores(scorer(), query, prioritised, spans)
+            sentence_scores = verifier().spans(query, [p.text for p in prioritised], spans)
         else:
             sentence_scores = _cosine_sentence_scores(embedder, query_vec, query, prioritised, spans)
         out = prune_sentences(prioritised, spans, sentence_scores, cfg.prune_ratio)

@@ -14,6 +14,8 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -29,13 +31,17 @@ __all__ = [
     "ModelRegistry",
     "RelevanceScorer",
     "SentenceTransformerEmbedder",
+    "SharedPass",
+    "Verifier",
     "default_embedder",
     "default_model_path",
     "default_scorer",
     "embedder_dimension",
     "make_scorer",
+    "make_verifier",
     "registry",
-    "store_scorer",
+    "score_span_texts",
+    "store_verifier",
 ]
 
 log = logging.getLogger("meve")
@@ -62,6 +68,51 @@ class RelevanceScorer(Protocol):
     name: str
 
     def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray: ...
+
+
+#: Scores of character spans (sentences) inside passages: (query, texts, spans per text) -> one array per text.
+SpanScores = Callable[[str, Sequence[str], Sequence[Sequence[tuple[int, int]]]], list[np.ndarray]]
+
+
+def score_span_texts(scorer: RelevanceScorer, query: str, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]) -> list[np.ndarray]:
+    """Span scores through the one protocol: every span's text scored alone, in one batch."""
+    flat = [t[a:b] for t, sp in zip(texts, spans, strict=True) for a, b in sp]
+    scores = np.asarray(scorer.score(query, flat), dtype=np.float64) if flat else np.zeros(0)
+    return split_sizes(scores, [len(sp) for sp in spans])
+
+
+def split_sizes(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """``values`` cut into consecutive pieces of the given sizes."""
+    bounds = np.cumsum([0, *sizes])
+    return [values[bounds[i] : bounds[i + 1]] for i in range(len(sizes))]
+
+
+@dataclass(frozen=True)
+class SharedPass:
+    """Dense vectors made by a verifier's own forward pass, which also keeps what the verifier
+    scores with (late interaction's token vectors), so one model run serves retrieval and
+    verification. ``name`` is the embedder whose vectors these are; meve uses a shared pass
+    only for a MeVe whose embedder has that name."""
+
+    name: str
+    passages: Callable[[Sequence[str]], np.ndarray]
+    query: Callable[[str], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A verifier as meve runs it, resolved once at construction (:func:`make_verifier`), so no
+    phase asks which scorer it holds: ``scorer`` scores passages (the one protocol), ``spans``
+    scores sentences inside a kept passage, ``shared`` (optional) makes the dense vectors."""
+
+    scorer: RelevanceScorer
+    spans: SpanScores
+    shared: SharedPass | None = None
+
+    @classmethod
+    def of(cls, scorer: RelevanceScorer) -> Verifier:
+        """Any scorer: sentences are scored as texts of their own (:func:`score_span_texts`)."""
+        return cls(scorer, partial(score_span_texts, scorer))
 
 
 class ModelRegistry:
@@ -390,12 +441,14 @@ class BiEncoderScorer:
 
 
 class LazyModels:
-    """The embedder and scorer an adapter was given, or the defaults, resolved on first use
-    (so nothing loads until a model is really needed). ``scorer`` may be a name (see :func:`make_scorer`)."""
+    """The embedder and verifier an adapter was given, or the defaults, resolved on first use
+    (so nothing loads until a model is really needed). ``scorer`` is anything
+    :func:`make_verifier` takes."""
 
-    def __init__(self, embedder: Embedder | None = None, scorer: RelevanceScorer | str | None = None) -> None:
+    def __init__(self, embedder: Embedder | None = None, scorer: Verifier | RelevanceScorer | str | None = None) -> None:
         self._embedder = embedder
-        self._scorer = scorer
+        self._spec = scorer
+        self._verifier: Verifier | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -404,47 +457,70 @@ class LazyModels:
         return self._embedder
 
     @property
+    def verifier(self) -> Verifier:
+        if self._verifier is None:
+            self._verifier = make_verifier(self._spec, self.embedder)
+        return self._verifier
+
+    @property
     def scorer(self) -> RelevanceScorer:
-        if self._scorer is None or isinstance(self._scorer, str):
-            self._scorer = make_scorer(self._scorer, self.embedder)
-        return self._scorer
+        return self.verifier.scorer
 
 
-def make_scorer(spec: RelevanceScorer | str | None = None, embedder: Embedder | None = None) -> RelevanceScorer:
-    """A verifier from a name, never a silent substitute.
+def make_verifier(spec: Verifier | RelevanceScorer | str | None, embedder: Embedder) -> Verifier:
+    """The verifier a MeVe over ``embedder`` runs, never a silent substitute.
 
-    ``None``: ``$MEVE_VERIFIER`` if set, else ``"late-interaction"`` (meve's calibrated
-    default, offline). ``"cosine"``: the bi-encoder cosine (weaker; explicit only). Any
-    other string is a sentence-transformers cross-encoder name or path, downloaded when
-    online; one that cannot load raises :class:`ConfigError` naming it.
+    A name (or ``None``) as :func:`make_scorer`; ``"late-interaction"`` shares the embedder's
+    forward pass and scores sentences in their passage's context. A scorer object runs through
+    the one protocol (:meth:`Verifier.of`). A :class:`Verifier` is taken as it is, after checking
+    that its shared pass makes ``embedder``'s vectors.
     """
-    if spec is not None and not isinstance(spec, str):
+    if isinstance(spec, Verifier):
+        if spec.shared is not None and spec.shared.name != embedder.name:
+            allowed = f"a Verifier whose shared pass makes the embedder's vectors ({embedder.name!r}), or one with shared=None"
+            raise ConfigError("scorer", spec.shared.name, allowed)
         return spec
+    if spec is not None and not isinstance(spec, str):
+        return Verifier.of(spec)
     name = _scorer_name(spec)
     if name == "late-interaction":
         from meve.verifier import LateInteractionScorer
 
-        return LateInteractionScorer(embedder)
+        return LateInteractionScorer(embedder).verifier()
     if name == "cosine":
-        return BiEncoderScorer(embedder)
+        return Verifier.of(BiEncoderScorer(embedder))
     if not name.strip():
         raise ConfigError("scorer", name, "'late-interaction', 'cosine' or a cross-encoder name/path")
     try:
-        return CrossEncoderScorer(name).load()
+        return Verifier.of(CrossEncoderScorer(name).load())
     except Exception as exc:
         raise ConfigError(
             "scorer", name, f"'late-interaction', 'cosine' or a loadable cross-encoder name/path (loading it failed: {type(exc).__name__}: {exc})"
         ) from exc
 
 
-def store_scorer(spec: RelevanceScorer | str | None, store_embedder: Embedder) -> RelevanceScorer:
+def make_scorer(spec: RelevanceScorer | str | None = None, embedder: Embedder | None = None) -> RelevanceScorer:
+    """A verifier's scorer from a name, never a silent substitute.
+
+    ``None``: ``$MEVE_VERIFIER`` if set, else ``"late-interaction"`` (meve's calibrated
+    default, offline). ``"cosine"``: the bi-encoder cosine (weaker; explicit only). Any
+    other string is a sentence-transformers cross-encoder name or path, downloaded when
+    online; one that cannot load raises :class:`ConfigError` naming it.
+    """
+    return make_verifier(spec, embedder if embedder is not None else default_embedder()).scorer
+
+
+def store_verifier(spec: Verifier | RelevanceScorer | str | None, store_embedder: Embedder) -> Verifier:
     """The verifier over a user's own vector store or index, whose embedding model need not be
     meve's: the default late interaction runs meve's MiniLM (the model its calibration was fitted
-    on), ``"cosine"`` compares in the store's own vector space, anything else as :func:`make_scorer`."""
+    on) with no shared pass (the store makes its own vectors), ``"cosine"`` compares in the
+    store's own vector space, anything else as :func:`make_verifier`."""
     if spec is not None and not isinstance(spec, str):
-        return spec
+        return make_verifier(spec, store_embedder)
     name = _scorer_name(spec)
-    return make_scorer(name, default_embedder() if name == "late-interaction" else store_embedder)
+    if name == "late-interaction":
+        return replace(make_verifier(name, default_embedder()), shared=None)
+    return make_verifier(name, store_embedder)
 
 
 def _scorer_name(spec: str | None) -> str:

@@ -16,11 +16,10 @@ from meve.errors import ConfigError, InputError, StoreError
 from meve.fusion import rrf
 from meve.hierarchy import Hierarchy, documents_from
 from meve.lexical import DEFAULT_BM25, LexicalIndex
-from meve.models import Embedder, LazyModels, RelevanceScorer, default_embedder, embedder_dimension
+from meve.models import Embedder, LazyModels, RelevanceScorer, SharedPass, Verifier, default_embedder, embedder_dimension
 from meve.records import ContextResult, Passage, PhaseRecord, check_query, check_texts
 from meve.store import ChromaStore, PassageStore, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.tokens import TokenCounter, get_token_counter
-from meve.verifier import LateInteractionScorer
 
 __all__ = ["MeVe"]
 
@@ -42,7 +41,7 @@ class MeVe:
         *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | str | None = None,
+        scorer: Verifier | RelevanceScorer | str | None = None,
         token_counter: Any = None,
         hierarchy: Hierarchy | None = None,
         query_encoder: Callable[[str], np.ndarray] | None = None,
@@ -98,7 +97,7 @@ class MeVe:
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | str | None = None,
+        scorer: Verifier | RelevanceScorer | str | None = None,
         token_counter: Any = None,
         client: Any = None,
         collection_name: str | None = None,
@@ -139,7 +138,7 @@ class MeVe:
         *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | str | None = None,
+        scorer: Verifier | RelevanceScorer | str | None = None,
         token_counter: Any = None,
         bm25_backend: str = DEFAULT_BM25,
     ) -> MeVe:
@@ -167,7 +166,7 @@ class MeVe:
         *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
-        scorer: RelevanceScorer | str | None = None,
+        scorer: Verifier | RelevanceScorer | str | None = None,
         token_counter: Any = None,
         summary_tokens: int = 64,
         doc_weights: Mapping[str, float] | None = None,
@@ -258,23 +257,26 @@ class MeVe:
         """The verifier: the one given (or named), else meve's default (:func:`meve.models.make_scorer`)."""
         return self._models.scorer
 
-    def _shared_late_interaction(self, verify: bool) -> LateInteractionScorer | None:
-        # The late-interaction verifier's token vectors come out of the forward pass that makes the
-        # dense embedding, so ingestion and each query run the model once for both.
-        scorer = self.scorer if verify else None
-        if isinstance(scorer, LateInteractionScorer) and scorer.shares_model_with(self.embedder):
-            return scorer
-        return None
+    @property
+    def verifier(self) -> Verifier:
+        """The verifier as this MeVe runs it (scorer, sentence scoring, shared pass); pass it as
+        ``scorer=`` to another MeVe over the same embedder to run the same."""
+        return self._models.verifier
+
+    def _shared_pass(self, verify: bool) -> SharedPass | None:
+        # A verifier with a shared pass (late interaction's token vectors) gets them from the
+        # forward pass that makes the dense embedding: ingestion and each query run the model once.
+        return self._models.verifier.shared if verify else None
 
     def _index_vectors(self, texts: list[str]) -> np.ndarray:
-        li = self._shared_late_interaction(self.config.verify)
-        return li.embed_and_cache(texts) if li is not None else self.embedder.encode(texts)
+        shared = self._shared_pass(self.config.verify)
+        return shared.passages(texts) if shared is not None else self.embedder.encode(texts)
 
     def _embed_query(self, query: str, verify: bool = False) -> np.ndarray:
         if self._query_encoder is not None:
             return np.asarray(self._query_encoder(query), dtype=np.float32)
-        li = self._shared_late_interaction(verify)
-        vec = li.embed_query(query) if li is not None else self.embedder.encode([query])[0]
+        shared = self._shared_pass(verify)
+        vec = shared.query(query) if shared is not None else self.embedder.encode([query])[0]
         return np.asarray(vec, dtype=np.float32)
 
     # -- running -----------------------------------------------------------------------
@@ -296,7 +298,7 @@ class MeVe:
             query,
             candidates,
             cfg,
-            scorer=lambda: self.scorer,
+            verifier=lambda: self._models.verifier,
             embedder=self.embedder,
             token_counter=self.token_counter,
             query_vec=qvec,

@@ -23,11 +23,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from meve.errors import ConfigError
+
+if TYPE_CHECKING:
+    from meve.models import Verifier
 
 CALIBRATION_PATH = Path(__file__).resolve().parent / "verifier" / "late_interaction.safetensors"
 
@@ -164,12 +167,14 @@ class LateInteractionScorer:
         self.pairs_scored = 0
         self.encoded_at_query_time = 0
 
-    def shares_model_with(self, embedder: Any) -> bool:
-        """True when ``embedder`` runs the same model, so one forward pass serves both."""
-        try:
-            return _sentence_transformer(embedder) is self._st
-        except ConfigError:
-            return False
+    def verifier(self) -> Verifier:
+        """This scorer as a MeVe runs it (:class:`meve.models.Verifier`): sentences scored in their
+        passage's context (:meth:`score_spans`), and a shared pass that makes the embedder's dense
+        vectors while keeping their token vectors. ``MeVe(scorer="late-interaction")`` builds this;
+        pass ``scorer=my_scorer.verifier()`` to get the same from a scorer you configured."""
+        from meve.models import SharedPass, Verifier
+
+        return Verifier(self, self._score_span_lists, SharedPass(self._st.name, self.embed_and_cache, self.embed_query))
 
     def warm_up(self) -> LateInteractionScorer:
         _ = self._st.model
@@ -278,6 +283,9 @@ class LateInteractionScorer:
             raw = [r if r is not None else maxsim(q, next(extra)) for r in raw]
         self.pairs_scored += len(spans)
         return self.calibration(np.asarray(raw, dtype=np.float64))
+
+    def _score_span_lists(self, query: str, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]) -> list[np.ndarray]:
+        return [self.score_spans(query, t, sp) for t, sp in zip(texts, spans, strict=True)]
 
     def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray:
         """Calibrated P(relevant); ``query_vec`` is unused (the query's token vectors are kept by text)."""

@@ -68,7 +68,8 @@ def test_a_verifier_that_cannot_load_raises_and_names_it(minilm, tmp_path):
 def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     corpus = demo_corpus()["passages"]
     scorer = LateInteractionScorer(minilm)
-    m = MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8))
+    texts, ids = [p["text"] for p in corpus], [p["id"] for p in corpus]
+    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer.verifier(), config=MeVeConfig(k_init=8))
     assert len(scorer.cache) == len({p["text"] for p in corpus})
     forwards = []
     real_forward = scorer._forward
@@ -87,6 +88,19 @@ def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     # Vectors the ingestion pass kept score the same as freshly computed ones.
     fresh = LateInteractionScorer(minilm).score("derailleur gears", [corpus[0]["text"]])
     assert np.allclose(scorer.score("derailleur gears", [corpus[0]["text"]]), fresh, atol=2e-3)
+
+
+def test_a_scorer_given_as_a_plain_object_runs_through_the_one_protocol(minilm):
+    # No type sniffing: the same scorer passed without its Verifier bundle shares no forward pass,
+    # so ingestion keeps no token vectors and the candidates are encoded when first verified.
+    corpus = demo_corpus()["passages"]
+    scorer = LateInteractionScorer(minilm)
+    m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8))
+    assert len(scorer.cache) == 0
+    r = m.run("What does the derailleur do on a bicycle?")
+    # every passage it scored (8 candidates, then any fallback ones) was encoded once, then cached
+    assert scorer.encoded_at_query_time == len(scorer.cache) >= 8
+    assert r.phase("verify").info["verifier"] == scorer.name
 
 
 def test_meve_accepts_a_verifier_by_name(minilm):

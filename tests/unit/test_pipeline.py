@@ -1,5 +1,6 @@
 """MeVe over real Chroma with fake models (FakeEmbedder, FakeScorer; see tests/fakes.py)."""
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -311,3 +312,55 @@ def test_lone_surrogates_in_a_query_text_or_id_are_input_errors():
     with pytest.raises(InputError, match=r"ids\[0\] holds"):
         m.add_texts(["fine text"], ids=["id-\ud800"])
     assert m.store.count() == len(CORPUS)  # nothing was stored
+
+
+def test_what_runs_is_what_the_verifier_bundle_names_not_the_scorer_type():
+    from meve.models import SharedPass, Verifier
+
+    scorer, embedder = FakeScorer(), FakeEmbedder()
+    span_calls: list[list[str]] = []
+    pass_calls: list[str] = []
+
+    def spans(query, texts, spans):
+        span_calls.append(list(texts))
+        return [np.linspace(1.0, 0.0, len(sp)) for sp in spans]  # first sentence best, the rest fade
+
+    def passages(texts):
+        pass_calls.append("passages")
+        return embedder.encode(texts)
+
+    def query(text):
+        pass_calls.append("query")
+        return embedder.encode([text])[0]
+
+    bundle = Verifier(scorer, spans, SharedPass(embedder.name, passages, query))
+    m = MeVe.from_texts(LONG, embedder=embedder, scorer=bundle, config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
+    calls_after_ingest = embedder.calls
+    r = m.run("Who designed the Eiffel tower in Paris?", prune="verifier", prune_ratio=0.9)
+    # Ingestion and the query went through the shared pass; sentences through the bundle's span scorer.
+    assert pass_calls == ["passages", "query"] and embedder.calls == calls_after_ingest + 1
+    assert span_calls and r.documents[0].text == LONG[0][: LONG[0].index(" It was")]
+    # With verification off for a call, the shared pass is not used: the embedder embeds the query.
+    m.run("Who designed the Eiffel tower in Paris?", verify=False)
+    assert pass_calls == ["passages", "query"]
+
+
+def test_a_plain_scorer_scores_each_sentence_as_a_text_of_its_own():
+    scorer = FakeScorer()
+    m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=scorer, config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
+    from meve.chunking import sentence_spans
+
+    r = m.run("Who designed the Eiffel tower in Paris?", prune="verifier", prune_ratio=0.6)
+    kept = r.phase("prioritise").kept
+    # After verification scored the passages, pruning scored every kept passage's sentences in one batch.
+    n_sentences = sum(len(sentence_spans(LONG[int(i[4:])])) for i in kept)
+    assert scorer.calls[-2:] == [2, n_sentences] and n_sentences > len(kept)
+
+
+def test_a_shared_pass_for_another_embedder_is_refused():
+    from meve.models import SharedPass, Verifier, make_verifier
+
+    embedder = FakeEmbedder(name="fake-a")
+    other = SharedPass("fake-b", embedder.encode, lambda q: embedder.encode([q])[0])
+    with pytest.raises(ConfigError, match="fake-b"):
+        make_verifier(Verifier(FakeScorer(), lambda q, t, s: [], other), embedder)
