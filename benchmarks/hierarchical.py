@@ -244,7 +244,7 @@ def run(data: Path) -> dict[str, Any]:
 
 def _with(m: MeVe, **overrides: Any) -> MeVe:
     """The same index with other config defaults (no re-embedding)."""
-    clone = MeVe(m.store, m.lexical, config=m.config.replace(**overrides), embedder=m.embedder, scorer=m.verifier, token_counter=m.token_counter)
+    clone = MeVe(store=m.store, lexical=m.lexical, config=m.config.replace(**overrides), embedder=m.embedder, scorer=m.verifier, token_counter=m.token_counter)
     return clone
 
 

@@ -217,7 +217,9 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
             gc.collect()
             traces, model_ms = [], []
             timed_li = _TimedScorer(scorer)
-            default = MeVeRetriever(meve=MeVe(meve.meve.store, meve.meve.lexical, config=MeVeConfig(k_init=k, t_max=512), embedder=emb, scorer=timed_li))
+            default = MeVeRetriever(
+                meve=MeVe(store=meve.meve.store, lexical=meve.meve.lexical, config=MeVeConfig(k_init=k, t_max=512), embedder=emb, scorer=timed_li)
+            )
             default.meve.run = functools.partial(run_and_keep, _run=default.meve.run, _timed=timed_li, _traces=traces, _model=model_ms)  # type: ignore[method-assign]
             _time_meve(row, arm, default, qs, traces, model_ms)
             del default

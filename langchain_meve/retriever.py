@@ -105,7 +105,9 @@ class MeVeRetriever(BaseRetriever):
         store.remember(ids, documents)
         lexical = LexicalIndex(ids, [d.page_content for d in documents], bm25_backend)
         verifier = store_verifier(scorer, store.embedder)
-        meve = MeVe(store, lexical, config=config, embedder=store.embedder, scorer=verifier, token_counter=token_counter, query_encoder=store.embed_query)
+        meve = MeVe(
+            store=store, lexical=lexical, config=config, embedder=store.embedder, scorer=verifier, token_counter=token_counter, query_encoder=store.embed_query
+        )
         return cls(meve=meve, k=k)
 
     def _emit(self, run_manager: CallbackManagerForRetrieverRun) -> Any:

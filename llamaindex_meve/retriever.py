@@ -125,7 +125,13 @@ class MeVeRetriever(BaseRetriever):
         lexical = LexicalIndex(list(store.nodes), [n.get_content() for n in store.nodes.values()], bm25_backend)
         verifier = store_verifier(scorer, store.embedder)
         self.core = MeVe(
-            store, lexical, config=config, embedder=store.embedder, scorer=verifier, token_counter=token_counter, query_encoder=embedder.encode_query
+            store=store,
+            lexical=lexical,
+            config=config,
+            embedder=store.embedder,
+            scorer=verifier,
+            token_counter=token_counter,
+            query_encoder=embedder.encode_query,
         )
 
     @property

@@ -59,7 +59,7 @@ def _replace(obj: Any, overrides: Mapping[str, Any]) -> Any:
     return dataclasses.replace(obj, **given) if given else obj
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeVeConfig:
     """Settings of the five MeVe phases (defaults from the MeVe paper where it gives one).
 
@@ -184,7 +184,7 @@ def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryConfig:
     """Settings of Momentary Contexts reconstruction (Jeong, 2024).
 

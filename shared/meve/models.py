@@ -249,7 +249,7 @@ class CachedEmbedder:
 
     _ENTRY_OVERHEAD = 200  # dict slot, digest bytes object and ndarray header, measured roughly
 
-    def __init__(self, inner: Embedder, max_bytes: int = 128 * 1024 * 1024) -> None:
+    def __init__(self, inner: Embedder, *, max_bytes: int = 128 * 1024 * 1024) -> None:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise ConfigError("max_bytes", max_bytes, "an int >= 0 (bytes of cached vectors; 0 disables the cache)")
         self.inner = inner

@@ -36,9 +36,9 @@ class MeVe:
 
     def __init__(
         self,
+        *,
         store: PassageStore | None,
         lexical: LexicalIndex,
-        *,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
         scorer: Verifier | RelevanceScorer | str | None = None,
@@ -48,6 +48,12 @@ class MeVe:
     ) -> None:
         """``query_encoder``: how a query is embedded when it differs from ``embedder.encode`` (an
         asymmetric model's query side, e.g. LangChain's ``embed_query``)."""
+        if store is not None and not isinstance(store, PassageStore):
+            raise InputError(f"store must be a meve PassageStore (add/query/get/documents/count) or None, got {type(store).__name__}")
+        if not isinstance(lexical, LexicalIndex):
+            raise InputError(f"lexical must be a meve.lexical.LexicalIndex, got {type(lexical).__name__}")
+        if query_encoder is not None and not callable(query_encoder):
+            raise InputError(f"query_encoder must be a callable str -> vector or None, got {type(query_encoder).__name__}")
         self.store = store
         self._query_encoder = query_encoder
         self.hierarchy = hierarchy
@@ -125,7 +131,7 @@ class MeVe:
         if clash:
             raise InputError(f"ids already in collection {collection.name!r}: {sorted(clash)[:5]}; use new ids")
         lexical = LexicalIndex(existing_ids, existing_texts, bm25_backend)
-        meve = cls(store, lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
         if owned:
             meve._owned_collections = [(client, collection.name)]
         meve._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
@@ -157,7 +163,7 @@ class MeVe:
             )
         store = ChromaStore(collection, dimension=embedder_dimension(embedder))
         ids, texts = store.documents()
-        return cls(store, LexicalIndex(ids, texts, bm25_backend), config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        return cls(store=store, lexical=LexicalIndex(ids, texts, bm25_backend), config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
 
     @classmethod
     def from_documents(
@@ -192,7 +198,7 @@ class MeVe:
         embedder = embedder if embedder is not None else default_embedder()
         owned = client is None and collection_name is None  # nobody else can name them: close() drops them
         client = client if client is not None else chroma_client()
-        meve = cls(None, LexicalIndex([], []), config=cfg, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        meve = cls(store=None, lexical=LexicalIndex([], []), config=cfg, embedder=embedder, scorer=scorer, token_counter=token_counter)
         hierarchy = Hierarchy(
             client,
             collection_name or unique_collection_name(),

@@ -68,3 +68,21 @@ def test_model_constructors_validate_their_arguments():
     with pytest.raises(ConfigError, match="batch_size"):
         SentenceTransformerEmbedder(batch_size=True)
     assert CrossEncoderScorer("any", max_length=256, batch_size=8).max_length == 256  # nothing loads until first use
+
+
+def test_configs_and_meve_take_keyword_arguments_only_and_check_their_types():
+    from meve import InputError, MeVe
+    from meve.lexical import LexicalIndex
+
+    with pytest.raises(TypeError):
+        MeVeConfig(20)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        MemoryConfig(5)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        MeVe(None, LexicalIndex([], []))  # type: ignore[misc]
+    with pytest.raises(InputError, match=r"store must be a meve PassageStore .*, got str"):
+        MeVe(store="chroma", lexical=LexicalIndex([], []))  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"lexical must be a meve\.lexical\.LexicalIndex, got list"):
+        MeVe(store=None, lexical=[])  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="query_encoder must be a callable"):
+        MeVe(store=None, lexical=LexicalIndex([], []), query_encoder="embed_query")  # type: ignore[arg-type]
