@@ -240,7 +240,9 @@ class Hierarchy:
         self._doc_bm25 = IncrementalBM25()
         self._title_index = TitleIndex()
         self._window_ids: list[str] = []
+        self._known_windows: set[str] = set()
         self._doc_windows: dict[str, list[int]] = {}
+        self._documents_behind = False
         self._window_bm25 = IncrementalBM25()
         self._exact: ExactIndex | None = None
         self._load()
@@ -261,10 +263,14 @@ class Hierarchy:
         docs = [(i, str(meta.get("title", "")), text) for i, text, meta in _rows(self._docs, ["documents", "metadatas"])]
         self._remember_documents(docs, [self._lead(title, text) for _, title, text in docs])
         self._remember_windows([(wid, text) for wid, text, _ in _rows(self._wins, ["documents"])])
+        self._documents_behind = any(d not in self._position for d in self._doc_windows)
 
     def _remember_documents(self, rows: Sequence[tuple[str, str, str]], leads: Sequence[str]) -> None:
-        """(id, title, text) rows, with their leads as embedded (computed once, by the caller)."""
-        for (doc_id, title, text), lead in zip(rows, leads, strict=True):
+        """(id, title, text) rows, with their leads as embedded (computed once, by the caller); ids
+        already known are skipped (a catch-up may have read them before their own ``add`` got here)."""
+        fresh = [(row, lead) for row, lead in zip(rows, leads, strict=True) if row[0] not in self._position]
+        rows = [row for row, _ in fresh]
+        for (doc_id, title, text), lead in fresh:
             self._position[doc_id] = len(self.ids)
             self._title_index.add(len(self.ids), title)
             self.ids.append(doc_id)
@@ -275,14 +281,45 @@ class Hierarchy:
         self._exact = None
 
     def _remember_windows(self, rows: Sequence[tuple[str, str]]) -> None:
-        """(window id, text) rows: the id names the document, so nothing else is needed."""
+        """(window id, text) rows: the id names the document, so nothing else is needed. Ids already
+        known are skipped, as for documents."""
+        rows = [(wid, text) for wid, text in rows if wid not in self._known_windows]
         for wid, _ in rows:
             self._doc_windows.setdefault(_window_parts(wid)[0], []).append(len(self._window_ids))
             self._window_ids.append(wid)
+            self._known_windows.add(wid)
         self._window_bm25.add([text for _, text in rows])
 
     def _lead(self, title: str, text: str) -> str:
         return lead_text(title, text, self.counter, self.summary_tokens)
+
+    def catch_up(self) -> int:
+        """Windows and documents that other handles or processes (app replicas) stored since this
+        index last looked, so BM25, titles and localisation find them too. One ``count()`` of the
+        windows per call; the documents are counted only when a known window's document is not
+        known yet (a replica stores a document's windows before the document). On a difference,
+        only the rows after the ones known are read (a full scan if that does not add up).
+        Returns how many windows and documents were added."""
+        with self._lock:
+            known_windows, behind = len(self._window_ids), self._documents_behind
+        windows = _rows_after(self._wins, known_windows, ["documents"], self._known_windows)
+        added = 0
+        if windows:
+            with self._lock:
+                before = len(self._window_ids)
+                self._remember_windows([(wid, text) for wid, text, _ in windows])
+                added += len(self._window_ids) - before
+                behind = self._documents_behind = any(d not in self._position for d in self._doc_windows)
+        if behind:
+            docs = _rows_after(self._docs, len(self.ids), ["documents", "metadatas"], self._position)
+            rows = [(i, str(meta.get("title", "")), text) for i, text, meta in docs]
+            leads = [self._lead(title, text) for _, title, text in rows]
+            with self._lock:
+                before = len(self.ids)
+                self._remember_documents(rows, leads)
+                added += len(self.ids) - before
+                self._documents_behind = any(d not in self._position for d in self._doc_windows)
+        return added
 
     # -- ingestion ------------------------------------------------------------------------
     def add(self, documents: Sequence[Document], vectors: Vectors, *, show_progress: bool = False, batch_size: int = 256) -> None:
@@ -488,10 +525,9 @@ class Hierarchy:
         return exact.locate(quote, limit=limit)
 
 
-def _rows(collection: Any, include: list[str], page: int = 5000) -> list[tuple[str, str, Mapping[str, Any]]]:
-    """Every row of a collection in stored order: (id, document, metadata)."""
+def _rows(collection: Any, include: list[str], page: int = 5000, offset: int = 0) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """Every row of a collection from ``offset`` on, in stored order: (id, document, metadata)."""
     out: list[tuple[str, str, Mapping[str, Any]]] = []
-    offset = 0
     while True:
         got = chroma_call(f"read collection {collection.name!r}", collection.get, include=include, limit=page, offset=offset)
         if not got["ids"]:
@@ -500,6 +536,18 @@ def _rows(collection: Any, include: list[str], page: int = 5000) -> list[tuple[s
         metas = got.get("metadatas") or [None] * len(got["ids"])
         out.extend((i, d or "", m or {}) for i, d, m in zip(got["ids"], docs, metas, strict=True))
         offset += len(got["ids"])
+
+
+def _rows_after(collection: Any, known: int, include: list[str], known_ids: Collection[str]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """The rows of ``collection`` not among ``known_ids``: one ``count()``, and on a difference the
+    rows after the first ``known`` (Chroma keeps stored order), or every row if that does not add up."""
+    total = chroma_call(f"count collection {collection.name!r}", collection.count)
+    if total <= known:
+        return []
+    new = [r for r in _rows(collection, include, offset=known) if r[0] not in known_ids]
+    if known + len(new) < total:
+        new = [r for r in _rows(collection, include) if r[0] not in known_ids]
+    return new
 
 
 def _window_parts(window_id: str) -> tuple[str, int, int]:

@@ -65,6 +65,7 @@ class MeVe:
         self._models = LazyModels(self.embedder, scorer)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
         self._owned_collections: list[tuple[Any, str]] = []
+        self._follow_replicas = False
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -211,6 +212,9 @@ class MeVe:
         )
         if owned:
             meve._owned_collections = [(client, name) for name in hierarchy.collection_names()]
+        # Collections someone else can name (another handle, another process) may grow under us:
+        # each query first catches up on what was added (one count(), about 1.4 ms embedded).
+        meve._follow_replicas = not owned
         if not docs and not len(hierarchy):
             raise InputError("documents is empty and the collections hold none: give at least one (doc_id, title, text) document")
         meve.hierarchy = hierarchy
@@ -344,6 +348,8 @@ class MeVe:
         hierarchy = self.hierarchy
         if cfg.passage_tokens != hierarchy.passage_tokens:
             raise ConfigError("passage_tokens", cfg.passage_tokens, f"{hierarchy.passage_tokens}, the window size this corpus was built with at ingestion")
+        if self._follow_replicas:
+            hierarchy.catch_up()
         nearest = hierarchy.nearest_windows(qvec)  # one kNN serves both stages
         chosen = hierarchy.select(query, qvec, cfg.k_docs, lambda: self.scorer, nearest=nearest)
         candidates = hierarchy.localise(query, qvec, chosen, cfg.k_init, nearest=nearest)
