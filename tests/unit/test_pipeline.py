@@ -364,3 +364,18 @@ def test_a_shared_pass_for_another_embedder_is_refused():
     other = SharedPass("fake-b", embedder.encode, lambda q: embedder.encode([q])[0])
     with pytest.raises(ConfigError, match="fake-b"):
         make_verifier(Verifier(FakeScorer(), lambda q, t, s: [], other), embedder)
+
+
+def test_only_a_collection_others_can_reach_is_followed_for_their_rows():
+    # A count() costs about 4 ms at 100k rows: a MeVe that made its own in-memory collection under
+    # an unpublished name skips it; one on a named collection pays it before each BM25 lookup.
+    cfg = MeVeConfig(k_init=2, tau=0.99, n_min=3, t_max=500)
+    owned = build(config=cfg)
+    named = build(config=cfg, client=chroma_client(), collection_name="followed")
+    for m, counts in ((owned, 0), (named, 1)):
+        calls: list[int] = []
+        real = m.store.count
+        m.store.count = lambda real=real, calls=calls: calls.append(1) or real()
+        r = m.run("Louvre museum Paris")
+        assert r.phase("fallback").info.get("triggered", True) is not False
+        assert len(calls) == counts
