@@ -312,6 +312,9 @@ def _time_meve(row: dict[str, Any], arm: str, retriever: Any, qs: list[str], tra
     # Pairs the verifier scored per query: the model dominates every system's latency, so this explains the ratios.
     row[f"{arm}_pairs_p50"] = pct([sum(rec.info.get("pairs_scored", 0) for rec in r.trace) for r in traces[1:]], 50)
     row[f"{arm}_fallback_rate"] = round(float(np.mean([bool(r.phase("fallback").info.get("triggered")) for r in traces[1:]])), 2)
+    # Where the time goes, phase by phase (verify and fallback include the verifier's own scoring).
+    phases = [rec.phase for rec in traces[1].trace] if len(traces) > 1 else []
+    row[f"{arm}_phase_ms_p50"] = {name: round(pct([r.phase(name).ms for r in traces[1:]], 50), 2) for name in phases}
 
 
 def bm25_backends(data: Path, sizes: list[int], n_queries: int = 50) -> list[dict[str, Any]]:
