@@ -322,6 +322,14 @@ def _verifier_section(v: dict[str, Any]) -> list[str]:
     lines = ["## Verifier", "", f"Command: {cmd}. Calibration file: `make train-verifier` (`python -m benchmarks.train_verifier`).", ""]
     lines += [f"Selection, on {sel['split']} ({sel['pairs']} pairs: each question vs its own paragraph and 3 other paragraphs of its article); ROC AUC:", ""]
     lines += _table([{"candidate": k, "auc": a} for k, a in sel["auc"].items()])
+    idf = sel.get("late_interaction_idf")
+    if idf:
+        lines += [
+            f"IDF-weighted late interaction (each query word piece's best match weighted by idf^p, idf over the SQuAD *train* paragraphs): "
+            f"p = {idf['power_chosen_on_tune']} chosen on tune, Platt a = {idf['platt']['a']:.3f}, b = {idf['platt']['b']:.3f} fitted on tune; "
+            f"{'beats' if idf['beats_default_on_tune'] else 'does not beat'} the default's tune AUC. A candidate: the shipped default is what `make train-verifier` builds (plain MaxSim).",
+            "",
+        ]
     lc = sel.get("learned_combination")
     if lc:
         lines += [
