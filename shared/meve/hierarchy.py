@@ -260,10 +260,10 @@ class Hierarchy:
 
     def _load(self) -> None:
         """Rebuild the in-memory indexes from the collections (a reopened persistent corpus)."""
-        docs = [(i, str(meta.get("title", "")), text) for i, text, meta in _rows(self._docs, ["documents", "metadatas"])]
+        docs = [(i, str(meta.get("title", "")), text) for i, text, meta in self._doc_store.rows(include=["documents", "metadatas"])]
         self._remember_documents(docs, [self._lead(title, text) for _, title, text in docs])
-        self._remember_windows([(wid, text) for wid, text, _ in _rows(self._wins, ["documents"])])
-        self._documents_behind = any(d not in self._position for d in self._doc_windows)
+        self._remember_windows([(wid, text) for wid, text, _ in self._win_store.rows()])
+        self._documents_behind = self._windows_without_document()
 
     def _remember_documents(self, rows: Sequence[tuple[str, str, str]], leads: Sequence[str]) -> None:
         """(id, title, text) rows, with their leads as embedded (computed once, by the caller); ids
@@ -290,6 +290,10 @@ class Hierarchy:
             self._known_windows.add(wid)
         self._window_bm25.add([text for _, text in rows])
 
+    def _windows_without_document(self) -> bool:
+        """Whether a known window's document is not known yet (a replica stores windows first)."""
+        return any(d not in self._position for d in self._doc_windows)
+
     def _lead(self, title: str, text: str) -> str:
         return lead_text(title, text, self.counter, self.summary_tokens)
 
@@ -302,23 +306,23 @@ class Hierarchy:
         Returns how many windows and documents were added."""
         with self._lock:
             known_windows, behind = len(self._window_ids), self._documents_behind
-        windows = _rows_after(self._wins, known_windows, ["documents"], self._known_windows)
+        windows = self._win_store.rows_after(known_windows, self._known_windows)
         added = 0
         if windows:
             with self._lock:
                 before = len(self._window_ids)
                 self._remember_windows([(wid, text) for wid, text, _ in windows])
                 added += len(self._window_ids) - before
-                behind = self._documents_behind = any(d not in self._position for d in self._doc_windows)
+                behind = self._documents_behind = self._windows_without_document()
         if behind:
-            docs = _rows_after(self._docs, len(self.ids), ["documents", "metadatas"], self._position)
+            docs = self._doc_store.rows_after(len(self.ids), self._position, include=["documents", "metadatas"])
             rows = [(i, str(meta.get("title", "")), text) for i, text, meta in docs]
             leads = [self._lead(title, text) for _, title, text in rows]
             with self._lock:
                 before = len(self.ids)
                 self._remember_documents(rows, leads)
                 added += len(self.ids) - before
-                self._documents_behind = any(d not in self._position for d in self._doc_windows)
+                self._documents_behind = self._windows_without_document()
         return added
 
     # -- ingestion ------------------------------------------------------------------------
@@ -523,31 +527,6 @@ class Hierarchy:
                 self._exact = ExactIndex(list(zip(self.ids, self.texts, strict=True)))
             exact = self._exact
         return exact.locate(quote, limit=limit)
-
-
-def _rows(collection: Any, include: list[str], page: int = 5000, offset: int = 0) -> list[tuple[str, str, Mapping[str, Any]]]:
-    """Every row of a collection from ``offset`` on, in stored order: (id, document, metadata)."""
-    out: list[tuple[str, str, Mapping[str, Any]]] = []
-    while True:
-        got = chroma_call(f"read collection {collection.name!r}", collection.get, include=include, limit=page, offset=offset)
-        if not got["ids"]:
-            return out
-        docs = got.get("documents") or [""] * len(got["ids"])
-        metas = got.get("metadatas") or [None] * len(got["ids"])
-        out.extend((i, d or "", m or {}) for i, d, m in zip(got["ids"], docs, metas, strict=True))
-        offset += len(got["ids"])
-
-
-def _rows_after(collection: Any, known: int, include: list[str], known_ids: Collection[str]) -> list[tuple[str, str, Mapping[str, Any]]]:
-    """The rows of ``collection`` not among ``known_ids``: one ``count()``, and on a difference the
-    rows after the first ``known`` (Chroma keeps stored order), or every row if that does not add up."""
-    total = chroma_call(f"count collection {collection.name!r}", collection.count)
-    if total <= known:
-        return []
-    new = [r for r in _rows(collection, include, offset=known) if r[0] not in known_ids]
-    if known + len(new) < total:
-        new = [r for r in _rows(collection, include) if r[0] not in known_ids]
-    return new
 
 
 def _window_parts(window_id: str) -> tuple[str, int, int]:

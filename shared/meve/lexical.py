@@ -362,13 +362,7 @@ class LexicalIndex:
         index last looked: one ``count()``, and only on a difference the rows after the ones known
         (Chroma returns rows in the order it stored them; a full id scan if that does not add up).
         Returns how many were added."""
-        total = store.count()
         known = len(self.ids)
-        if total <= known:
-            return 0
-        ids, texts = store.documents(offset=known)
-        self.add(ids, texts)
-        if len(self.ids) < total:
-            ids, texts = store.documents()
-            self.add(ids, texts)
+        rows = store.rows_after(known, self._known)
+        self.add([i for i, _, _ in rows], [t for _, t, _ in rows])
         return len(self.ids) - known

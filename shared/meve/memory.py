@@ -802,8 +802,9 @@ class MomentaryMemory:
             return tokens[i] + extra
 
         for i in reversed(recent_idx):
-            need = ledger.cost(line(i))
-            taken = ledger.take(line(i))
+            own = line(i)
+            need = ledger.cost(own)
+            taken = ledger.take(own)
             if taken is not None:
                 picked[i] = turns[i]
                 trace(i, True, "most recent turn (always kept)", taken)

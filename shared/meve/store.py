@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -286,15 +286,31 @@ class ChromaStore:
         by_id = {p.id: p for p in self._passages(res["ids"], res["documents"], res["metadatas"], res["embeddings"], None)}
         return [by_id[i] for i in ids if i in by_id]
 
+    def rows(self, offset: int = 0, include: Sequence[str] = ("documents",), page: int = 5000) -> list[tuple[str, str, dict[str, Any]]]:
+        """(id, text, metadata) of every row from ``offset`` on, in the order Chroma stored them."""
+        out: list[tuple[str, str, dict[str, Any]]] = []
+        while True:
+            res = self._call("read passages", self.collection.get, include=list(include), limit=page, offset=offset)
+            if not res["ids"]:
+                return out
+            docs = res.get("documents") or [""] * len(res["ids"])
+            metas = res.get("metadatas") or [None] * len(res["ids"])
+            out.extend((i, d or "", dict(m or {})) for i, d, m in zip(res["ids"], docs, metas, strict=True))
+            offset += len(res["ids"])
+
     def documents(self, page: int = 5000, offset: int = 0) -> tuple[list[str], list[str]]:
         """Every passage's id and text from ``offset`` on, in the order Chroma stored them."""
-        ids: list[str] = []
-        texts: list[str] = []
-        while True:
-            res = self._call("read passages", self.collection.get, include=["documents"], limit=page, offset=offset)
-            if not res["ids"]:
-                break
-            ids.extend(res["ids"])
-            texts.extend(d or "" for d in res["documents"])
-            offset += len(res["ids"])
-        return ids, texts
+        rows = self.rows(offset, page=page)
+        return [i for i, _, _ in rows], [t for _, t, _ in rows]
+
+    def rows_after(self, known: int, known_ids: Collection[str], include: Sequence[str] = ("documents",)) -> list[tuple[str, str, dict[str, Any]]]:
+        """The rows that other handles or processes (app replicas) stored and ``known_ids`` lacks:
+        one ``count()``, and only on a difference the rows after the first ``known`` (Chroma keeps
+        stored order), or every row if that does not add up (rows deleted meanwhile)."""
+        total = self.count()
+        if total <= known:
+            return []
+        new = [r for r in self.rows(known, include) if r[0] not in known_ids]
+        if known + len(new) < total:
+            new = [r for r in self.rows(0, include) if r[0] not in known_ids]
+        return new
