@@ -244,7 +244,15 @@ def run(data: Path) -> dict[str, Any]:
 
 def _with(m: MeVe, **overrides: Any) -> MeVe:
     """The same index with other config defaults (no re-embedding)."""
-    clone = MeVe(store=m.store, lexical=m.lexical, config=m.config.replace(**overrides), embedder=m.embedder, scorer=m.verifier, token_counter=m.token_counter)
+    clone = MeVe(
+        store=m.store,
+        lexical=m.lexical,
+        config=m.config.replace(**overrides),
+        embedder=m.embedder,
+        scorer=m.verifier,
+        token_counter=m.token_counter,
+        follow_replicas=m.follow_replicas,
+    )
     return clone
 
 

@@ -217,9 +217,11 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
             gc.collect()
             traces, model_ms = [], []
             timed_li = _TimedScorer(scorer)
-            default = MeVeRetriever(
-                meve=MeVe(store=meve.meve.store, lexical=meve.meve.lexical, config=MeVeConfig(k_init=k, t_max=512), embedder=emb, scorer=timed_li)
+            # The same in-memory collection from_texts made for itself: nothing else writes to it, so no catch-up, as shipped.
+            core = MeVe(
+                store=meve.meve.store, lexical=meve.meve.lexical, config=MeVeConfig(k_init=k, t_max=512), embedder=emb, scorer=timed_li, follow_replicas=False
             )
+            default = MeVeRetriever(meve=core)
             default.meve.run = functools.partial(run_and_keep, _run=default.meve.run, _timed=timed_li, _traces=traces, _model=model_ms)  # type: ignore[method-assign]
             _time_meve(row, arm, default, qs, traces, model_ms)
             del default

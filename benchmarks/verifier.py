@@ -415,7 +415,7 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
 
     stored, stored_total = phase_ms(meve)
     cold_li = LateInteractionScorer(emb, cache_bytes=0)  # nothing kept: every candidate encoded per query
-    cold, _ = phase_ms(MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=cold_li, config=MeVeConfig(k_init=20)))
+    cold, _ = phase_ms(MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=cold_li, config=MeVeConfig(k_init=20), follow_replicas=False))
     return {
         "passages": len(texts),
         "queries": n_queries,

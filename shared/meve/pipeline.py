@@ -45,15 +45,21 @@ class MeVe:
         token_counter: Any = None,
         hierarchy: Hierarchy | None = None,
         query_encoder: Callable[[str], np.ndarray] | None = None,
+        follow_replicas: bool = True,
     ) -> None:
         """``query_encoder``: how a query is embedded when it differs from ``embedder.encode`` (an
-        asymmetric model's query side, e.g. LangChain's ``embed_query``)."""
+        asymmetric model's query side, e.g. LangChain's ``embed_query``). ``follow_replicas``:
+        before a BM25 lookup, catch up on rows other handles or processes added to the collection
+        (one ``count()``, about 4 ms at 100k rows embedded); ``False`` only where nothing else can
+        write to it (``from_texts``/``from_documents`` set it for the in-memory collection they make)."""
         if store is not None and not isinstance(store, PassageStore):
             raise InputError(f"store must be a meve PassageStore (add/query/get/documents/count) or None, got {type(store).__name__}")
         if not isinstance(lexical, LexicalIndex):
             raise InputError(f"lexical must be a meve.lexical.LexicalIndex, got {type(lexical).__name__}")
         if query_encoder is not None and not callable(query_encoder):
             raise InputError(f"query_encoder must be a callable str -> vector or None, got {type(query_encoder).__name__}")
+        if not isinstance(follow_replicas, bool):
+            raise InputError(f"follow_replicas must be True or False, got {follow_replicas!r}")
         self.store = store
         self._query_encoder = query_encoder
         self.hierarchy = hierarchy
@@ -65,11 +71,7 @@ class MeVe:
         self._models = LazyModels(self.embedder, scorer)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
         self._owned_collections: list[tuple[Any, str]] = []
-        # Whether other handles or processes may write to the collections: then BM25 (and the
-        # hierarchy's indexes) catch up on their rows before a lookup, at one count() each (about
-        # 4 ms at 100k rows, embedded). Only a collection this MeVe made in its own in-memory
-        # client, under a name nobody was told, can skip it.
-        self._follow_replicas = True
+        self.follow_replicas = follow_replicas
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -136,10 +138,10 @@ class MeVe:
         if clash:
             raise InputError(f"ids already in collection {collection.name!r}: {sorted(clash)[:5]}; use new ids")
         lexical = LexicalIndex(existing_ids, existing_texts, bm25_backend)
-        meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        # A collection made in its own in-memory client under a name nobody was told: nothing else writes to it.
+        meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter, follow_replicas=not owned)
         if owned:
             meve._owned_collections = [(client, collection.name)]
-        meve._follow_replicas = not owned
         meve._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return meve
 
@@ -204,7 +206,9 @@ class MeVe:
         embedder = embedder if embedder is not None else default_embedder()
         owned = client is None and collection_name is None  # nobody else can name them: close() drops them
         client = client if client is not None else chroma_client()
-        meve = cls(store=None, lexical=LexicalIndex([], []), config=cfg, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        meve = cls(
+            store=None, lexical=LexicalIndex([], []), config=cfg, embedder=embedder, scorer=scorer, token_counter=token_counter, follow_replicas=not owned
+        )
         hierarchy = Hierarchy(
             client,
             collection_name or unique_collection_name(),
@@ -217,7 +221,6 @@ class MeVe:
         )
         if owned:
             meve._owned_collections = [(client, name) for name in hierarchy.collection_names()]
-        meve._follow_replicas = not owned
         if not docs and not len(hierarchy):
             raise InputError("documents is empty and the collections hold none: give at least one (doc_id, title, text) document")
         meve.hierarchy = hierarchy
@@ -351,7 +354,7 @@ class MeVe:
         hierarchy = self.hierarchy
         if cfg.passage_tokens != hierarchy.passage_tokens:
             raise ConfigError("passage_tokens", cfg.passage_tokens, f"{hierarchy.passage_tokens}, the window size this corpus was built with at ingestion")
-        if self._follow_replicas:
+        if self.follow_replicas:
             hierarchy.catch_up()
         nearest = hierarchy.nearest_windows(qvec)  # one kNN serves both stages
         chosen = hierarchy.select(query, qvec, cfg.k_docs, lambda: self.scorer, nearest=nearest)
@@ -367,7 +370,7 @@ class MeVe:
 
     def _catch_up(self) -> None:
         # Only the lexical side needs it: dense search asks Chroma, which every replica writes to.
-        if self._follow_replicas and isinstance(self.store, ChromaStore):
+        if self.follow_replicas and isinstance(self.store, ChromaStore):
             self.lexical.catch_up(self.store)
 
     def _lexical_search(self, query: str, k: int) -> list[Passage]:

@@ -86,3 +86,5 @@ def test_configs_and_meve_take_keyword_arguments_only_and_check_their_types():
         MeVe(store=None, lexical=[])  # type: ignore[arg-type]
     with pytest.raises(InputError, match="query_encoder must be a callable"):
         MeVe(store=None, lexical=LexicalIndex([], []), query_encoder="embed_query")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="follow_replicas must be True or False, got 'yes'"):
+        MeVe(store=None, lexical=LexicalIndex([], []), follow_replicas="yes")  # type: ignore[arg-type]

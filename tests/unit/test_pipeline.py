@@ -372,7 +372,9 @@ def test_only_a_collection_others_can_reach_is_followed_for_their_rows():
     cfg = MeVeConfig(k_init=2, tau=0.99, n_min=3, t_max=500)
     owned = build(config=cfg)
     named = build(config=cfg, client=chroma_client(), collection_name="followed")
-    for m, counts in ((owned, 0), (named, 1)):
+    assert owned.follow_replicas is False and named.follow_replicas is True
+    told = MeVe(store=named.store, lexical=named.lexical, config=cfg, embedder=FakeEmbedder(), scorer=FakeScorer(), follow_replicas=False)
+    for m, counts in ((owned, 0), (named, 1), (told, 0)):
         calls: list[int] = []
         real = m.store.count
         m.store.count = lambda real=real, calls=calls: calls.append(1) or real()
