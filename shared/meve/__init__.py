@@ -4,6 +4,7 @@ The framework-free core. Adapters live in ``langchain_meve`` and ``llamaindex_me
 """
 
 from meve.config import MemoryConfig, MeVeConfig
+from meve.cross_encoder import MeveCrossEncoder
 from meve.errors import ConfigError, InputError, MeVeError, StoreError
 from meve.memory import MemoryContext, MomentaryMemory, Turn
 from meve.models import (
@@ -39,6 +40,7 @@ __all__ = [
     "MeVeError",
     "MemoryConfig",
     "MemoryContext",
+    "MeveCrossEncoder",
     "MomentaryMemory",
     "Passage",
     "PhaseRecord",

@@ -489,21 +489,25 @@ def make_verifier(spec: Verifier | RelevanceScorer | str | None, embedder: Embed
         return LateInteractionScorer(embedder).verifier()
     if name == "cosine":
         return Verifier.of(BiEncoderScorer(embedder))
+    if name == "meve-cross-encoder":
+        from meve.cross_encoder import MeveCrossEncoder
+
+        return MeveCrossEncoder().verifier()
     if not name.strip():
-        raise ConfigError("scorer", name, "'late-interaction', 'cosine' or a cross-encoder name/path")
+        raise ConfigError("scorer", name, f"{_NAMES} or a cross-encoder name/path")
     try:
         return Verifier.of(CrossEncoderScorer(name).load())
     except Exception as exc:
-        raise ConfigError(
-            "scorer", name, f"'late-interaction', 'cosine' or a loadable cross-encoder name/path (loading it failed: {type(exc).__name__}: {exc})"
-        ) from exc
+        raise ConfigError("scorer", name, f"{_NAMES} or a loadable cross-encoder name/path (loading it failed: {type(exc).__name__}: {exc})") from exc
 
 
 def make_scorer(spec: RelevanceScorer | str | None = None, embedder: Embedder | None = None) -> RelevanceScorer:
     """A verifier's scorer from a name, never a silent substitute.
 
     ``None``: ``$MEVE_VERIFIER`` if set, else ``"late-interaction"`` (meve's calibrated
-    default, offline). ``"cosine"``: the bi-encoder cosine (weaker; explicit only). Any
+    default, offline). ``"meve-cross-encoder"``: meve's SQuAD-trained cross-encoder (offline,
+    slower; :class:`meve.cross_encoder.MeveCrossEncoder`). ``"cosine"``: the bi-encoder cosine
+    (weaker; explicit only). Any
     other string is a sentence-transformers cross-encoder name or path, downloaded when
     online; one that cannot load raises :class:`ConfigError` naming it.
     """
@@ -521,6 +525,9 @@ def store_verifier(spec: Verifier | RelevanceScorer | str | None, store_embedder
     if name == "late-interaction":
         return replace(make_verifier(name, default_embedder()), shared=None)
     return make_verifier(name, store_embedder)
+
+
+_NAMES = "'late-interaction', 'meve-cross-encoder', 'cosine'"
 
 
 def _scorer_name(spec: str | None) -> str:

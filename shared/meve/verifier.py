@@ -3,10 +3,10 @@
 Each query token takes its best cosine over the passage's tokens (MaxSim, as in
 ColBERT) and the mean over query tokens is the raw score. A Platt scaling fitted
 on SQuAD v1.1 dev articles that are never reported on maps it to P(relevant), so
-``tau = 0.5`` means what it says. Why this and not a cross-encoder: none can be
-had offline, a cross-encoder trained on this CPU did not learn, and MaxSim over
-MiniLM's own token vectors beats the retriever's cosine by measurement
-(BENCHMARKS.md, "Verifier").
+``tau = 0.5`` means what it says. Why this and not a cross-encoder: no pretrained
+one can be had offline, and meve's own (``meve.cross_encoder``, trained on SQuAD)
+is sharper on SQuAD and WikiQA but weaker on MS MARCO and HotpotQA and costs
+two orders of magnitude more per query (BENCHMARKS.md, "Verifier").
 
 Cost: token vectors come from the same forward pass that makes the passage's
 dense embedding, so ``MeVe`` keeps them (int8, one scale per token) at ingestion

@@ -22,6 +22,7 @@ def test_public_api_is_pinned():
             "MeVeConfig",
             "MeVeError",
             "MemoryConfig",
+            "MeveCrossEncoder",
             "MemoryContext",
             "MomentaryMemory",
             "Passage",

@@ -1,0 +1,188 @@
+"""meve's own cross-encoder verifier, trained on SQuAD v1.1 train (``scorer="meve-cross-encoder"``).
+
+all-MiniLM-L6-v2 (the bi-encoder meve ships) fine-tuned as a cross-encoder: the query and one
+sentence read together, mean pooling as the checkpoint was trained, one linear head, one logit.
+A passage's score is its best sentence's (MaxP): the model was trained on sentences and short
+windows, and the sentence scores then serve evidence pruning with no second model run. A Platt
+scaling fitted on SQuAD dev articles that are never reported on maps the logit to P(relevant).
+The weights, the calibration and the training log are one safetensors file (fp16, 45 MB);
+``verifier/MODEL_CARD.md`` gives data, licence and metrics, ``make train-verifier`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from meve.chunking import sentence_spans
+from meve.errors import ConfigError
+from meve.verifier import Calibration
+
+if TYPE_CHECKING:
+    from meve.models import Verifier
+
+CROSS_ENCODER_PATH = Path(__file__).resolve().parent / "verifier" / "cross_encoder.safetensors"
+
+
+class MiniLMCrossEncoder:
+    """The network: MiniLM + mean pooling + a linear head (training and inference share it)."""
+
+    def __init__(self, base: str, max_length: int = 256, *, pretrained: bool = False) -> None:
+        """``base``: the MiniLM folder (tokenizer and config); ``pretrained`` also loads its weights
+        (to start training; inference loads meve's own weights over a bare network)."""
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        self.torch = torch
+        self.tok = AutoTokenizer.from_pretrained(base)
+        self.encoder = AutoModel.from_pretrained(base) if pretrained else AutoModel.from_config(AutoConfig.from_pretrained(base))
+        self.head = torch.nn.Linear(self.encoder.config.hidden_size, 1)
+        self.max_length = max_length
+
+    def logits(self, queries: Sequence[str], texts: Sequence[str]) -> Any:
+        x = self.tok(list(queries), list(texts), truncation="only_second", max_length=self.max_length, padding=True, return_tensors="pt")
+        h = self.encoder(**x).last_hidden_state
+        m = x["attention_mask"].unsqueeze(-1).to(h.dtype)
+        return self.head((h * m).sum(1) / m.sum(1)).squeeze(-1)
+
+    def state(self) -> dict[str, Any]:
+        out = {f"encoder.{k}": v for k, v in self.encoder.state_dict().items()}
+        out.update({f"head.{k}": v for k, v in self.head.state_dict().items()})
+        return out
+
+    def load_state(self, tensors: dict[str, Any]) -> None:
+        self.encoder.load_state_dict({k[8:]: v.float() for k, v in tensors.items() if k.startswith("encoder.")})
+        self.head.load_state_dict({k[5:]: v.float() for k, v in tensors.items() if k.startswith("head.")})
+        self.encoder.eval()
+
+    def infer(self, query: str, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """One logit per text; texts go in length order so a batch pads little."""
+        out = np.zeros(len(texts), dtype=np.float64)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        with self.torch.inference_mode():
+            for s in range(0, len(order), batch_size):
+                rows = order[s : s + batch_size]
+                out[rows] = self.logits([query] * len(rows), [texts[i] for i in rows]).float().numpy()
+        return out
+
+
+def load_weights(path: str | Path, quantized: bool = False) -> tuple[MiniLMCrossEncoder, Calibration, dict[str, str]]:
+    """The network, its calibration and the training log from one safetensors file; ``quantized``
+    runs the encoder's linear layers in int8 (PyTorch dynamic quantization, CPU only)."""
+    from safetensors import safe_open
+
+    from meve.models import default_model_path
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
+            meta = dict(fh.metadata() or {})
+        a, b = (float(x) for x in tensors.pop("platt"))
+        net = MiniLMCrossEncoder(default_model_path())
+        net.load_state(tensors)
+        if quantized:
+            import torch
+            from torch.ao.quantization import quantize_dynamic
+
+            net.encoder = quantize_dynamic(net.encoder, {torch.nn.Linear}, dtype=torch.qint8)
+    except Exception as exc:  # safetensors' own errors subclass nothing narrower; any failure names the file
+        allowed = f"meve's cross-encoder safetensors (encoder.*, head.*, platt) (loading failed: {type(exc).__name__}: {exc})"
+        raise ConfigError("scorer", str(path), allowed) from exc
+    return net, Calibration(a, b), meta
+
+
+class MeveCrossEncoder:
+    """The :class:`~meve.models.RelevanceScorer` over meve's cross-encoder (module docstring).
+
+    ``weights``: the safetensors file (default: the one shipped with meve). Sentence logits are
+    kept per query (bounded), so pruning the passages a query kept runs no model again.
+    """
+
+    def __init__(
+        self, weights: str | Path | None = None, *, quantized: bool = False, batch_size: int = 32, device: str = "cpu", cache_size: int = 4096
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
+            raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (pairs per forward pass)")
+        self.path = Path(weights) if weights is not None else CROSS_ENCODER_PATH
+        if not self.path.is_file():
+            raise ConfigError("scorer", str(self.path), "an existing meve cross-encoder safetensors file (make train-verifier builds it)")
+        self.quantized = quantized
+        self.batch_size = batch_size
+        self.device = device
+        self.name = f"meve-cross-encoder:{self.path.name}{' (int8)' if quantized else ''}"
+        self.pairs_scored = 0
+        self._logits: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def _loaded(self) -> tuple[MiniLMCrossEncoder, Calibration, dict[str, str]]:
+        from meve.models import registry
+
+        key = f"{self.path}|{'int8' if self.quantized else 'fp32'}"
+        return registry.get("meve-ce", key, self.device, lambda: load_weights(self.path, self.quantized), label=self.name)  # type: ignore[no-any-return]
+
+    @property
+    def calibration(self) -> Calibration:
+        return self._loaded()[1]
+
+    def warm_up(self) -> MeveCrossEncoder:
+        self._loaded()
+        return self
+
+    def verifier(self) -> Verifier:
+        """This scorer as a MeVe runs it: passages by their best sentence, sentences from the same logits."""
+        from meve.models import Verifier
+
+        return Verifier(self, self.score_spans)
+
+    def sentence_logits(self, query: str, sentences: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            known = {s: self._logits.get((query, s)) for s in sentences}
+        todo = list(dict.fromkeys(s for s, v in known.items() if v is None))
+        if todo:
+            net = self._loaded()[0]
+            with self._registry_lock(net):
+                fresh = net.infer(query, todo, self.batch_size)
+            self.pairs_scored += len(todo)
+            with self._lock:
+                for s, v in zip(todo, fresh, strict=True):
+                    known[s] = float(v)
+                    self._logits[(query, s)] = float(v)
+                while len(self._logits) > self._cache_size:
+                    self._logits.popitem(last=False)
+        return np.array([known[s] for s in sentences], dtype=np.float64)
+
+    @staticmethod
+    def _registry_lock(net: Any) -> Any:
+        from meve.models import registry
+
+        return registry.lock_of(net)
+
+    def raw_scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """Each passage's best sentence logit (what the calibration was fitted on)."""
+        if len(passages) == 0:
+            return np.zeros(0, dtype=np.float64)
+        sents = [[p[a:b] for a, b in sentence_spans(p)] or [p] for p in passages]
+        flat = self.sentence_logits(query, [s for ss in sents for s in ss])
+        out, at = np.zeros(len(passages), dtype=np.float64), 0
+        for i, ss in enumerate(sents):
+            out[i] = flat[at : at + len(ss)].max()
+            at += len(ss)
+        return out
+
+    def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray:
+        """Calibrated P(relevant); ``query_vec`` is unused (a cross-encoder reads the query itself)."""
+        return self.calibration(self.raw_scores(query, passages))
+
+    def score_spans(self, query: str, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]) -> list[np.ndarray]:
+        """P(relevant) of each sentence span, from the logits scoring the passage already made."""
+        from meve.models import split_sizes
+
+        flat = [t[a:b] for t, sp in zip(texts, spans, strict=True) for a, b in sp]
+        logits = self.sentence_logits(query, flat) if flat else np.zeros(0)
+        return split_sizes(self.calibration(logits), [len(sp) for sp in spans])

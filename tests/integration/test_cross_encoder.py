@@ -1,0 +1,120 @@
+"""meve's own cross-encoder, with the shipped weights and the real MiniLM tokenizer."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from meve import ConfigError, MeVe, MeVeConfig, make_scorer
+from meve.chunking import sentence_spans
+from meve.cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoder
+
+from .test_verifier import PAIRS
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def ce():
+    return MeveCrossEncoder().warm_up()
+
+
+# Trained on SQuAD, whose questions reuse the passage's words, it matches words more than meaning:
+# "absorb" against "take in" fails (model card, "Limits"). Strict, so a retrained model that
+# fixes it turns this red and the card gets updated.
+PARAPHRASE = pytest.mark.xfail(strict=True, reason="SQuAD-trained cross-encoder misses the paraphrase 'absorb' / 'take in' (P 0.03)")
+
+
+@pytest.mark.parametrize(("question", "answer", "off_topic"), [p if i != 1 else pytest.param(*p, marks=PARAPHRASE) for i, p in enumerate(PAIRS)])
+def test_an_answering_passage_passes_tau_and_an_off_topic_one_does_not(ce, question, answer, off_topic):
+    yes, no = ce.score(question, [answer, off_topic])
+    assert yes >= 0.5 > no, (yes, no)
+
+
+def test_a_passage_scores_as_its_best_sentence_and_pruning_reuses_those_scores(ce):
+    """The answer hidden between two off-topic sentences: the passage passes, the answering
+    sentence is the best of its spans, and scoring the spans runs no model again."""
+    question, answer, _ = PAIRS[2]
+    text = f"{PAIRS[0][2]} {answer} {PAIRS[1][2]}"
+    (p,) = ce.score(question, [text])
+    (alone,) = ce.score(question, [answer])
+    assert p == pytest.approx(alone)
+    before = ce.pairs_scored
+    spans = sentence_spans(text)
+    (scores,) = ce.score_spans(question, [text], [spans])
+    assert ce.pairs_scored == before
+    assert text[slice(*spans[int(scores.argmax())])] == answer
+
+
+def test_the_cross_encoder_is_chosen_by_name_and_a_missing_file_names_itself(tmp_path, minilm):
+    assert isinstance(make_scorer("meve-cross-encoder", minilm), MeveCrossEncoder)
+    missing = tmp_path / "nope.safetensors"
+    with pytest.raises(ConfigError, match=r"nope\.safetensors"):
+        MeveCrossEncoder(missing)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a safetensors file")
+    with pytest.raises(ConfigError, match=r"bad\.safetensors"):
+        MeveCrossEncoder(bad).warm_up()
+
+
+def test_meve_runs_it_by_name(minilm):
+    texts = [a for _, a, _ in PAIRS] + [o for _, _, o in PAIRS]
+    m = MeVe.from_texts(texts, embedder=minilm, scorer="meve-cross-encoder", config=MeVeConfig(k_init=6, n_min=1))
+    r = m.run(PAIRS[2][0])
+    assert r.phase("verify").info["verifier"].startswith("meve-cross-encoder:")
+    assert r.documents[0].text == PAIRS[2][1]
+
+
+def test_it_loads_offline_with_an_empty_hugging_face_cache(tmp_path):
+    code = (
+        "from meve.cross_encoder import MeveCrossEncoder; "
+        "print(MeveCrossEncoder().score('When was the Eiffel Tower completed?', ['The Eiffel Tower was completed in 1889.'])[0])"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    env.pop("SENTENCE_TRANSFORMERS_HOME", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip().splitlines()[-1]) >= 0.5
+    hf = tmp_path / "hf"
+    assert not hf.exists() or not any(p.is_file() for p in hf.rglob("*"))
+
+
+def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path):
+    """The training script end to end on a hand-made SQuAD-format slice: two steps, then Platt
+    scaling on the slice's tune half, written as weights a MeveCrossEncoder loads."""
+    from benchmarks.common import squad_dev_split
+    from benchmarks.train_cross_encoder import calibrate, train
+
+    answers = ["March 1889", "carbon dioxide", "Jane Austen"]
+
+    def article(title):
+        paras = [f"{o} {a}" for _, a, o in PAIRS]
+        return {
+            "title": title,
+            "paragraphs": [
+                {"context": text, "qas": [{"id": f"{title}{i}", "question": q, "answers": [{"text": ans, "answer_start": text.index(ans)}]}]}
+                for i, (text, (q, _, _), ans) in enumerate(zip(paras, PAIRS, answers, strict=True))
+            ],
+        }
+
+    titles = [f"A{k}" for k in range(6)]
+    data = tmp_path / "data"
+    (data / "train" / "squad").mkdir(parents=True)
+    for name in ("squad-v1.1-train.explorer.json.gz", "squad-v1.1-dev.explorer.json.gz"):
+        with gzip.open(data / "train" / "squad" / name, "wt") as fh:
+            json.dump({"version": "1.1", "data": [article(t) for t in titles]}, fh)
+    assert "tune" in squad_dev_split(titles).values()
+    log = train(data, steps=2, batch=4, seed=0, out=tmp_path / "ckpt", lr=4e-5, window_share=0.35, max_length=64)
+    assert log["steps"] == 2 and log["questions"] >= 2 and len(log["data_sha256"]) == 64
+    out = tmp_path / "ce.safetensors"
+    meta = calibrate(data, tmp_path / "ckpt" / "step2.safetensors", out, questions=3, seed=0)
+    assert int(meta["calibration_pairs"]) > 3 and "platt_a" in meta
+    scorer = MeveCrossEncoder(out)
+    probs = scorer.score(PAIRS[0][0], [PAIRS[0][1], PAIRS[0][2]])
+    assert probs.shape == (2,) and ((probs >= 0) & (probs <= 1)).all()
+    assert CROSS_ENCODER_PATH.exists() and out.read_bytes() != CROSS_ENCODER_PATH.read_bytes()
