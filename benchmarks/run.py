@@ -28,6 +28,7 @@ def main() -> None:
     mode.add_argument("--quick", action="store_true", help="small slices (default)")
     mode.add_argument("--full", action="store_true", help="every dataset and size")
     parser.add_argument("--data", help="folder holding hotpotqa/, wikipedia/, locomo/ (default ../shared/data)")
+    parser.add_argument("--verifier", help="minimal only: tune and report MeVe with this verifier (e.g. meve-cross-encoder), saved apart")
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (bm25, race: those parts of speed alone)")
     parser.add_argument(
         "--race-sizes",
@@ -62,7 +63,11 @@ def main() -> None:
     if "minimal" in only:
         from benchmarks import minimal
 
-        save("minimal", minimal.run(data, limit=None if full else 30))  # tuned on dev halves, reported on test halves
+        # tuned on dev halves, reported on test halves; --verifier adds an arm with another verifier, saved apart
+        if args.verifier:
+            save(f"minimal_{args.verifier.replace('-', '_')}", minimal.run(data, limit=None if full else 30, verifier=args.verifier))
+        else:
+            save("minimal", minimal.run(data, limit=None if full else 30))
     if "unanswerable" in only:
         from benchmarks import unanswerable
 
