@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import data_dir, sha256_file, squad, squad_dev_split, squad_pairs
+from benchmarks.verifier import auc, score_pairs
 from meve.chunking import split_sentences
-from meve.cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoder, MiniLMCrossEncoder
+from meve.cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoder, MiniLMCrossEncoder, best_sentence
 from meve.verifier import Calibration, fit_platt
 
 _WORD = re.compile(r"\w+")
@@ -158,14 +159,7 @@ def calibrate(data: Path, checkpoint: Path, out: Path, *, questions: int = 400, 
     split = squad_dev_split([a["title"] for a in articles])
     pairs = squad_pairs([a for a in articles if split[a["title"]] == "tune"], questions, seed)
     net = load_checkpoint(checkpoint)
-    scorer = MeveCrossEncoder(checkpoint)
-    scorer._loaded = lambda: (net, Calibration(1.0, 0.0), {})  # type: ignore[method-assign]
-    raw = np.zeros(len(pairs))
-    by_q: dict[str, list[int]] = {}
-    for i, (q, _, _) in enumerate(pairs):
-        by_q.setdefault(q, []).append(i)
-    for q, rows in by_q.items():
-        raw[rows] = scorer.raw_scores(q, [pairs[i][1] for i in rows])
+    raw = score_pairs(pairs, lambda q, ps: best_sentence(ps, lambda sents: net.infer(q, sents)))
     labels = np.array([y for _, _, y in pairs])
     cal = fit_platt(raw, labels)
     with safe_open(str(checkpoint), framework="pt") as fh:
@@ -271,8 +265,6 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
     (sentences, where the two readings coincide), and the time per SQuAD tune query of 4 paragraphs."""
     import gzip
 
-    from benchmarks.verifier import auc, score_pairs
-
     dev = squad(data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz")
     split = squad_dev_split([a["title"] for a in dev])
     tune = squad_pairs([a for a in dev if split[a["title"]] == "tune"], 400, 1)
@@ -281,7 +273,7 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"squad_tune_pairs": len(tune), "wikiqa_dev_pairs": len(wq)}
     for quantized in (False, True):
         ce = MeveCrossEncoder(weights, quantized=quantized, cache_size=10**7)
-        net = ce._loaded()[0]
+        net = ce.network
         tag = "int8" if quantized else "fp32"
         y = np.array([t[2] for t in tune])
         t0 = time.perf_counter()

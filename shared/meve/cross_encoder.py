@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from meve.chunking import sentence_spans
 from meve.errors import ConfigError
+from meve.models import Verifier, default_model_path, registry, split_sizes
 from meve.verifier import Calibration
-
-if TYPE_CHECKING:
-    from meve.models import Verifier
 
 CROSS_ENCODER_PATH = Path(__file__).resolve().parent / "verifier" / "cross_encoder.safetensors"
 
@@ -76,8 +74,6 @@ def load_weights(path: str | Path, quantized: bool = False) -> tuple[MiniLMCross
     runs the encoder's linear layers in int8 (PyTorch dynamic quantization, CPU only)."""
     from safetensors import safe_open
 
-    from meve.models import default_model_path
-
     try:
         with safe_open(str(path), framework="pt") as fh:
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
@@ -96,6 +92,15 @@ def load_weights(path: str | Path, quantized: bool = False) -> tuple[MiniLMCross
     return net, Calibration(a, b), meta
 
 
+def best_sentence(passages: Sequence[str], sentence_logits: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """Each passage's best sentence logit (MaxP), every sentence of every passage in one call."""
+    if len(passages) == 0:
+        return np.zeros(0, dtype=np.float64)
+    sents = [[p[a:b] for a, b in sentence_spans(p)] or [p] for p in passages]
+    flat = sentence_logits([s for ss in sents for s in ss])
+    return np.array([part.max() for part in split_sizes(flat, [len(ss) for ss in sents])], dtype=np.float64)
+
+
 class MeveCrossEncoder:
     """The :class:`~meve.models.RelevanceScorer` over meve's cross-encoder (module docstring).
 
@@ -103,9 +108,8 @@ class MeveCrossEncoder:
     kept per query (bounded), so pruning the passages a query kept runs no model again.
     """
 
-    def __init__(
-        self, weights: str | Path | None = None, *, quantized: bool = False, batch_size: int = 32, device: str = "cpu", cache_size: int = 4096
-    ) -> None:
+    def __init__(self, weights: str | Path | None = None, *, quantized: bool = False, batch_size: int = 32, cache_size: int = 4096) -> None:
+        """CPU only (int8 dynamic quantization is CPU-only too)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
             raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (pairs per forward pass)")
         self.path = Path(weights) if weights is not None else CROSS_ENCODER_PATH
@@ -113,7 +117,6 @@ class MeveCrossEncoder:
             raise ConfigError("scorer", str(self.path), "an existing meve cross-encoder safetensors file (make train-verifier builds it)")
         self.quantized = quantized
         self.batch_size = batch_size
-        self.device = device
         self.name = f"meve-cross-encoder:{self.path.name}{' (int8)' if quantized else ''}"
         self.pairs_scored = 0
         self._logits: OrderedDict[tuple[str, str], float] = OrderedDict()
@@ -121,10 +124,12 @@ class MeveCrossEncoder:
         self._lock = threading.Lock()
 
     def _loaded(self) -> tuple[MiniLMCrossEncoder, Calibration, dict[str, str]]:
-        from meve.models import registry
-
         key = f"{self.path}|{'int8' if self.quantized else 'fp32'}"
-        return registry.get("meve-ce", key, self.device, lambda: load_weights(self.path, self.quantized), label=self.name)  # type: ignore[no-any-return]
+        return registry.get("meve-ce", key, "cpu", lambda: load_weights(self.path, self.quantized), label=self.name)  # type: ignore[no-any-return]
+
+    @property
+    def network(self) -> MiniLMCrossEncoder:
+        return self._loaded()[0]
 
     @property
     def calibration(self) -> Calibration:
@@ -136,8 +141,6 @@ class MeveCrossEncoder:
 
     def verifier(self) -> Verifier:
         """This scorer as a MeVe runs it: passages by their best sentence, sentences from the same logits."""
-        from meve.models import Verifier
-
         return Verifier(self, self.score_spans)
 
     def sentence_logits(self, query: str, sentences: Sequence[str]) -> np.ndarray:
@@ -145,8 +148,8 @@ class MeveCrossEncoder:
             known = {s: self._logits.get((query, s)) for s in sentences}
         todo = list(dict.fromkeys(s for s, v in known.items() if v is None))
         if todo:
-            net = self._loaded()[0]
-            with self._registry_lock(net):
+            net = self.network
+            with registry.lock_of(net):
                 fresh = net.infer(query, todo, self.batch_size)
             self.pairs_scored += len(todo)
             with self._lock:
@@ -157,23 +160,9 @@ class MeveCrossEncoder:
                     self._logits.popitem(last=False)
         return np.array([known[s] for s in sentences], dtype=np.float64)
 
-    @staticmethod
-    def _registry_lock(net: Any) -> Any:
-        from meve.models import registry
-
-        return registry.lock_of(net)
-
     def raw_scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """Each passage's best sentence logit (what the calibration was fitted on)."""
-        if len(passages) == 0:
-            return np.zeros(0, dtype=np.float64)
-        sents = [[p[a:b] for a, b in sentence_spans(p)] or [p] for p in passages]
-        flat = self.sentence_logits(query, [s for ss in sents for s in ss])
-        out, at = np.zeros(len(passages), dtype=np.float64), 0
-        for i, ss in enumerate(sents):
-            out[i] = flat[at : at + len(ss)].max()
-            at += len(ss)
-        return out
+        return best_sentence(passages, lambda sents: self.sentence_logits(query, sents))
 
     def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray:
         """Calibrated P(relevant); ``query_vec`` is unused (a cross-encoder reads the query itself)."""
@@ -181,8 +170,5 @@ class MeveCrossEncoder:
 
     def score_spans(self, query: str, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]) -> list[np.ndarray]:
         """P(relevant) of each sentence span, from the logits scoring the passage already made."""
-        from meve.models import split_sizes
-
         flat = [t[a:b] for t, sp in zip(texts, spans, strict=True) for a, b in sp]
-        logits = self.sentence_logits(query, flat) if flat else np.zeros(0)
-        return split_sizes(self.calibration(logits), [len(sp) for sp in spans])
+        return split_sizes(self.calibration(self.sentence_logits(query, flat)), [len(sp) for sp in spans])
