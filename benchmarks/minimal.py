@@ -269,9 +269,11 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
     t_start = time.perf_counter()
     li, disk = default_verifier()
     chosen_verifier = None
-    if verifier == "meve-cross-encoder":
+    if verifier in ("meve-cross-encoder", "meve-cross-encoder-l3"):
         # Sentence logits kept for every question: the dev sweep runs each question 144 times.
-        chosen_verifier = MeveCrossEncoder(cache_size=10**7).verifier()
+        shipped = make_verifier(verifier, embedder()).scorer
+        assert isinstance(shipped, MeveCrossEncoder)
+        chosen_verifier = MeveCrossEncoder(shipped.path, quantized=shipped.quantized, cache_size=10**7).verifier()
     elif verifier:
         chosen_verifier = make_verifier(verifier, embedder())
     datasets = {"hotpotqa": hotpot_sets(data), "squad": squad_sets(data, squad_questions)}

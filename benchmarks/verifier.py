@@ -21,14 +21,21 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import RESULTS, pct, squad, squad_dev_split, squad_pairs
-from meve import BiEncoderScorer, MeVe, MeVeConfig, SentenceTransformerEmbedder
-from meve.cross_encoder import MeveCrossEncoder
+from meve import BiEncoderScorer, CachedEmbedder, MeVe, MeVeConfig, SentenceTransformerEmbedder
+from meve.cross_encoder import CROSS_ENCODER_L3_PATH, CROSS_ENCODER_PATH, L3_QUANTIZED, MeveCrossEncoder
 from meve.verifier import LateInteractionScorer, fit_platt, maxsim, text_key
 
 Pairs = list[tuple[str, str, int]]  # (query, passage, label)
 
+# meve's shipped cross-encoders, each run as its name runs it (benchmark name -> weights, int8).
+CROSS_ENCODERS: dict[str, tuple[Path, bool]] = {
+    "meve_cross_encoder": (CROSS_ENCODER_PATH, False),
+    "meve_cross_encoder_l3": (CROSS_ENCODER_L3_PATH, L3_QUANTIZED),
+}
+
 
 # -- metrics ------------------------------------------------------------------------------
+
 def auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC by the rank statistic (ties count half)."""
     from scipy.stats import rankdata
@@ -332,10 +339,11 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     learned = learned_combination(data, enc, tune) if full else None
     selection["learned_combination"] = learned[0] if learned else None
 
-    # meve's cross-encoder (SQuAD train, `make train-verifier`), judged on tune like every candidate.
-    mce = MeveCrossEncoder(cache_size=2_000_000)
-    raw_ce = score_pairs(tune, mce.raw_scores)
-    selection["auc"]["meve_cross_encoder"] = auc(labels, raw_ce)
+    # meve's cross-encoders (SQuAD train, `make train-verifier`), judged on tune like every candidate.
+    mces = {name: MeveCrossEncoder(path, quantized=q, cache_size=2_000_000) for name, (path, q) in CROSS_ENCODERS.items()}
+    raw_ce = {name: score_pairs(tune, m.raw_scores) for name, m in mces.items()}
+    for name, raw in raw_ce.items():
+        selection["auc"][name] = auc(labels, raw)
     # The second dev set for choosing the default: WikiQA dev, sentence level (a different
     # domain from SQuAD); it chooses between candidates and fits nothing.
     wq_dev = wikiqa(data, "dev") if full else wikiqa(data, "dev")[:600]
@@ -344,7 +352,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     dev_scores = {
         "cosine": score_pairs(wq_dev, enc.cosine),
         "late_interaction": score_pairs(wq_dev, li.raw_scores),
-        "meve_cross_encoder": score_pairs(wq_dev, mce.raw_scores),
+        **{name: score_pairs(wq_dev, m.raw_scores) for name, m in mces.items()},
     }
     selection["wikiqa_dev"] = {"pairs": len(wq_dev), "positives": int(y_dev.sum()), "auc": {k: auc(y_dev, v) for k, v in dev_scores.items()}}
     mean_dev = {
@@ -358,7 +366,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     ce = random_head_cross_encoder()
     systems: dict[str, Callable[[str, list[str]], np.ndarray]] = {
         "late_interaction": li.score,
-        "meve_cross_encoder": mce.score,
+        **{name: m.score for name, m in mces.items()},
         "cosine": cosine,
         "bm25_within_candidates": bm25_within,
     }
@@ -376,7 +384,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
         ce_scores = score_pairs(sub, ce)
         row["systems"] = {s: {"auc": auc(y, v), "ap": average_precision(y, v)} for s, v in scores.items()}
         row["systems"]["random_head_cross_encoder"] = {"auc": auc(np.array([p[2] for p in sub]), ce_scores), "pairs_scored": len(sub)}
-        for s in ("late_interaction", "meve_cross_encoder", "cosine", f"late_interaction_idf^{best_power}", "learned_combination"):
+        for s in ("late_interaction", *mces, "cosine", f"late_interaction_idf^{best_power}", "learned_combination"):
             if s not in scores:
                 continue
             row["systems"][s]["accuracy_at_tau_0.5"] = float(((scores[s] >= 0.5) == (y == 1)).mean())
@@ -391,7 +399,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     # Calibration of both trained scorers on the held-out SQuAD articles.
     y = np.array([p[2] for p in test])
     calibration: dict[str, Any] = {}
-    for s, c in (("late_interaction", cal), ("meve_cross_encoder", mce.calibration)):
+    for s, c in (("late_interaction", cal), *((name, m.calibration) for name, m in mces.items())):
         e, rel = ece(y, held["squad_dev_test_articles"][s])
         calibration[s] = {"platt": {"a": c.a, "b": c.b}, "ece_test": e, "reliability_test": rel, "raw_at_p_0.5": -c.b / c.a}
 
@@ -401,7 +409,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     tune_cheap = {"cosine": score_pairs(tune, enc.cosine), "late_interaction": cal(raw_li)}
     for cheap, expensive, tune_pass in (
         ("cosine", "late_interaction", cal(raw_li) >= 0.5),
-        ("late_interaction", "meve_cross_encoder", mce.calibration(raw_ce) >= 0.5),
+        *(("late_interaction", name, m.calibration(raw_ce[name]) >= 0.5) for name, m in mces.items()),
     ):
         tc = tune_cheap[cheap]
         low = float(tc[tune_pass].min()) if tune_pass.any() else 1.0
@@ -416,6 +424,11 @@ def run(data: Path, full: bool) -> dict[str, Any]:
         cascade[f"{cheap}->{expensive}"] = row
 
     cost = verify_cost(test_articles, emb, n_queries=50 if full else 10)
+    verify_ms = {"cosine": cost["cosine_verify_ms_p50"], "late_interaction": cost["verify_ms_p50_stored"]}
+    verify_ms.update({name: c["verify_ms_p50"] for name, c in cost["cross_encoders"].items()})
+    eligible = [k for k in mean_dev if verify_ms[k] <= 300]
+    selection["verify_ms_p50"] = verify_ms
+    selection["chosen_by_rule"] = max(eligible, key=mean_dev.__getitem__) if eligible else None
     out = {
         "default": _default_name(),
         "selection": selection,
@@ -450,16 +463,29 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
     stored, stored_total = phase_ms(meve)
     cold_li = LateInteractionScorer(emb, cache_bytes=0)  # nothing kept: every candidate encoded per query
     cold, _ = phase_ms(MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=cold_li, config=MeVeConfig(k_init=20), follow_replicas=False))
-    mce = MeveCrossEncoder()
-    ce_m = MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=mce.verifier(), config=MeVeConfig(k_init=20), follow_replicas=False)
-    ce_ms, ce_total = phase_ms(ce_m)
+    def clone(scorer: Any) -> MeVe:
+        return MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=scorer, config=MeVeConfig(k_init=20), follow_replicas=False)
+
+    cross_encoders = {}
+    for name, (path, quantized) in CROSS_ENCODERS.items():
+        mce = MeveCrossEncoder(path, quantized=quantized)
+        ce_ms, ce_total = phase_ms(clone(mce.verifier()))
+        cross_encoders[name] = {
+            "verify_ms_p50": pct(ce_ms, 50),
+            "verify_ms_p95": pct(ce_ms, 95),
+            "query_ms_p50": pct(ce_total, 50),
+            "sentence_pairs_per_query": mce.pairs_scored / n_queries,
+        }
+    # Cosine over the vectors ingestion made: with meve's default embedder they sit in its cache, so
+    # the scorer's own cached embedder is filled with them first (the clone's store came from `emb`).
+    cached = CachedEmbedder(emb)
+    cached.encode(texts)
+    cosine_ms, _ = phase_ms(clone(BiEncoderScorer(cached)))
     return {
         "passages": len(texts),
         "queries": n_queries,
-        "cross_encoder_verify_ms_p50": pct(ce_ms, 50),
-        "cross_encoder_verify_ms_p95": pct(ce_ms, 95),
-        "cross_encoder_query_ms_p50": pct(ce_total, 50),
-        "cross_encoder_sentence_pairs_per_query": mce.pairs_scored / n_queries,
+        "cross_encoders": cross_encoders,
+        "cosine_verify_ms_p50": pct(cosine_ms, 50),
         "verify_ms_p50_stored": pct(stored, 50),
         "verify_ms_p95_stored": pct(stored, 95),
         "verify_ms_p50_query_time": pct(cold, 50),
@@ -477,7 +503,10 @@ def _default_name() -> str:
     """The benchmark's name for the verifier ``MeVe()`` runs when given none."""
     from meve.models import make_scorer
 
-    return "meve_cross_encoder" if isinstance(make_scorer(None, SentenceTransformerEmbedder()), MeveCrossEncoder) else "late_interaction"
+    s = make_scorer(None, SentenceTransformerEmbedder())
+    if isinstance(s, MeveCrossEncoder):
+        return next(name for name, (path, q) in CROSS_ENCODERS.items() if path == s.path and q == s.quantized)
+    return "late_interaction"
 
 
 def _reliability_png(rows: list[dict[str, float]], name: str) -> None:

@@ -12,6 +12,7 @@ The weights, the calibration and the training log are one safetensors file (fp16
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,22 +26,37 @@ from meve.models import Verifier, default_model_path, registry, split_sizes
 from meve.verifier import Calibration
 
 CROSS_ENCODER_PATH = Path(__file__).resolve().parent / "verifier" / "cross_encoder.safetensors"
+# The 3-layer sibling (``scorer="meve-cross-encoder-l3"``): trained with MiniLM's embeddings frozen,
+# so its file holds only the layers and the head (the bundled MiniLM gives the embeddings).
+CROSS_ENCODER_L3_PATH = CROSS_ENCODER_PATH.with_name("cross_encoder_l3.safetensors")
+L3_QUANTIZED = True  # chosen on dev data (python -m benchmarks.train_cross_encoder --variants ...; MODEL_CARD.md)
 
 
 class MiniLMCrossEncoder:
     """The network: MiniLM + mean pooling + a linear head (training and inference share it)."""
 
-    def __init__(self, base: str, max_length: int = 256, *, pretrained: bool = False) -> None:
+    def __init__(self, base: str, max_length: int = 256, *, pretrained: bool = False, layers: int | None = None) -> None:
         """``base``: the MiniLM folder (tokenizer and config); ``pretrained`` also loads its weights
-        (to start training; inference loads meve's own weights over a bare network)."""
+        (to start training; inference loads meve's own weights over a bare network); ``layers``
+        keeps only the first transformer layers (a smaller, faster model)."""
         import torch
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         self.torch = torch
         self.tok = AutoTokenizer.from_pretrained(base)
         self.encoder = AutoModel.from_pretrained(base) if pretrained else AutoModel.from_config(AutoConfig.from_pretrained(base))
+        if layers is not None:
+            if not 1 <= layers <= len(self.encoder.encoder.layer):
+                raise ConfigError("layers", layers, f"an int in [1, {len(self.encoder.encoder.layer)}] (MiniLM's layers kept)")
+            self.encoder.encoder.layer = self.encoder.encoder.layer[:layers]
+            self.encoder.config.num_hidden_layers = layers
         self.head = torch.nn.Linear(self.encoder.config.hidden_size, 1)
         self.max_length = max_length
+        self.pretrained = pretrained
+
+    @property
+    def layers(self) -> int:
+        return len(self.encoder.encoder.layer)
 
     def logits(self, queries: Sequence[str], texts: Sequence[str]) -> Any:
         x = self.tok(list(queries), list(texts), truncation="only_second", max_length=self.max_length, padding=True, return_tensors="pt")
@@ -48,13 +64,20 @@ class MiniLMCrossEncoder:
         m = x["attention_mask"].unsqueeze(-1).to(h.dtype)
         return self.head((h * m).sum(1) / m.sum(1)).squeeze(-1)
 
-    def state(self) -> dict[str, Any]:
-        out = {f"encoder.{k}": v for k, v in self.encoder.state_dict().items()}
+    def state(self, *, embeddings: bool = True) -> dict[str, Any]:
+        """The trained tensors; without ``embeddings`` (trained frozen), the loader takes the bundled
+        MiniLM's own, so the file holds only what training changed."""
+        out = {f"encoder.{k}": v for k, v in self.encoder.state_dict().items() if embeddings or not k.startswith("embeddings.")}
         out.update({f"head.{k}": v for k, v in self.head.state_dict().items()})
         return out
 
     def load_state(self, tensors: dict[str, Any]) -> None:
-        self.encoder.load_state_dict({k[8:]: v.float() for k, v in tensors.items() if k.startswith("encoder.")})
+        enc = {k[8:]: v.float() for k, v in tensors.items() if k.startswith("encoder.")}
+        # A file without embeddings was trained with them frozen: they must then be the bundled
+        # MiniLM's (loaded with pretrained=True), and every other tensor must be in the file.
+        missing, unexpected = self.encoder.load_state_dict(enc, strict=False)
+        if unexpected or any(not k.startswith("embeddings.") for k in missing) or (missing and not self.pretrained):
+            raise ValueError(f"tensors do not fit a {self.layers}-layer MiniLM: missing {missing[:3]}, unexpected {unexpected[:3]}")
         self.head.load_state_dict({k[5:]: v.float() for k, v in tensors.items() if k.startswith("head.")})
         self.encoder.eval()
 
@@ -79,13 +102,18 @@ def load_weights(path: str | Path, quantized: bool = False) -> tuple[MiniLMCross
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
             meta = dict(fh.metadata() or {})
         a, b = (float(x) for x in tensors.pop("platt"))
-        net = MiniLMCrossEncoder(default_model_path())
+        layers = int(meta.get("layers", "6"))
+        net = MiniLMCrossEncoder(default_model_path(), pretrained=not any(k.startswith("encoder.embeddings.") for k in tensors), layers=layers)
         net.load_state(tensors)
         if quantized:
             import torch
             from torch.ao.quantization import quantize_dynamic
 
-            net.encoder = quantize_dynamic(net.encoder, {torch.nn.Linear}, dtype=torch.qint8)
+            # torch 2.13 (pinned) marks its int8 tensor constructors deprecated; the warning is
+            # about PyTorch's roadmap, not about anything a caller can change, so it stays here.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor", category=UserWarning)
+                net.encoder = quantize_dynamic(net.encoder, {torch.nn.Linear}, dtype=torch.qint8)
     except Exception as exc:  # safetensors' own errors subclass nothing narrower; any failure names the file
         allowed = f"meve's cross-encoder safetensors (encoder.*, head.*, platt) (loading failed: {type(exc).__name__}: {exc})"
         raise ConfigError("scorer", str(path), allowed) from exc

@@ -9,30 +9,44 @@ import subprocess
 import sys
 
 import pytest
+from safetensors import safe_open
 
 from meve import ConfigError, MeVe, MeVeConfig, make_scorer
 from meve.chunking import sentence_spans
-from meve.cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoder
+from meve.cross_encoder import CROSS_ENCODER_L3_PATH, CROSS_ENCODER_PATH, MeveCrossEncoder
 
 from .test_verifier import PAIRS
 
 pytestmark = pytest.mark.integration
 
 
+NAMES = ["meve-cross-encoder", "meve-cross-encoder-l3"]
+
+
 @pytest.fixture(scope="module")
-def ce():
-    return MeveCrossEncoder().warm_up()
+def scorers(minilm):
+    out = {name: make_scorer(name, minilm) for name in NAMES}
+    assert all(isinstance(s, MeveCrossEncoder) for s in out.values())
+    return out
 
 
-# Trained on SQuAD, whose questions reuse the passage's words, it matches words more than meaning:
-# "absorb" against "take in" fails (model card, "Limits"). Strict, so a retrained model that
-# fixes it turns this red and the card gets updated.
-PARAPHRASE = pytest.mark.xfail(strict=True, reason="SQuAD-trained cross-encoder misses the paraphrase 'absorb' / 'take in' (P 0.03)")
+@pytest.fixture(scope="module", params=NAMES)
+def ce(request, scorers):
+    return scorers[request.param].warm_up()
 
 
-@pytest.mark.parametrize(("question", "answer", "off_topic"), [p if i != 1 else pytest.param(*p, marks=PARAPHRASE) for i, p in enumerate(PAIRS)])
-def test_an_answering_passage_passes_tau_and_an_off_topic_one_does_not(ce, question, answer, off_topic):
-    yes, no = ce.score(question, [answer, off_topic])
+# Trained on SQuAD, whose questions reuse the passage's words, the 6-layer model matches words more
+# than meaning: "absorb" against "take in" fails (model card, "Limits"); the 3-layer one passes it.
+# Strict, so a retrained model that fixes it turns this red and the card gets updated.
+PARAPHRASE = pytest.mark.xfail(strict=True, reason="the 6-layer cross-encoder misses the paraphrase 'absorb' / 'take in' (P 0.03)")
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "answer", "off_topic"),
+    [pytest.param(n, *p, marks=PARAPHRASE) if (n, i) == (NAMES[0], 1) else (n, *p) for n in NAMES for i, p in enumerate(PAIRS)],
+)
+def test_an_answering_passage_passes_tau_and_an_off_topic_one_does_not(scorers, name, question, answer, off_topic):
+    yes, no = scorers[name].score(question, [answer, off_topic])
     assert yes >= 0.5 > no, (yes, no)
 
 
@@ -51,8 +65,11 @@ def test_a_passage_scores_as_its_best_sentence_and_pruning_reuses_those_scores(c
     assert text[slice(*spans[int(scores.argmax())])] == answer
 
 
-def test_the_cross_encoder_is_chosen_by_name_and_a_missing_file_names_itself(tmp_path, minilm):
-    assert isinstance(make_scorer("meve-cross-encoder", minilm), MeveCrossEncoder)
+def test_the_cross_encoders_are_chosen_by_name_and_a_missing_file_names_itself(tmp_path, minilm):
+    six, three = make_scorer("meve-cross-encoder", minilm), make_scorer("meve-cross-encoder-l3", minilm)
+    assert isinstance(six, MeveCrossEncoder) and isinstance(three, MeveCrossEncoder)
+    assert (six.path, three.path) == (CROSS_ENCODER_PATH, CROSS_ENCODER_L3_PATH)
+    assert (six.network.layers, three.network.layers) == (6, 3)
     missing = tmp_path / "nope.safetensors"
     with pytest.raises(ConfigError, match=r"nope\.safetensors"):
         MeveCrossEncoder(missing)
@@ -70,10 +87,12 @@ def test_meve_runs_it_by_name(minilm):
     assert r.documents[0].text == PAIRS[2][1]
 
 
-def test_it_loads_offline_with_an_empty_hugging_face_cache(tmp_path):
+@pytest.mark.parametrize("name", ["meve-cross-encoder", "meve-cross-encoder-l3"])
+def test_it_loads_offline_with_an_empty_hugging_face_cache(tmp_path, name):
+    """The 3-layer file holds no embeddings: they come from the bundled MiniLM, offline too."""
     code = (
-        "from meve.cross_encoder import MeveCrossEncoder; "
-        "print(MeveCrossEncoder().score('When was the Eiffel Tower completed?', ['The Eiffel Tower was completed in 1889.'])[0])"
+        "from meve import make_scorer; "
+        f"print(make_scorer({name!r}).score('When was the Eiffel Tower completed?', ['The Eiffel Tower was completed in 1889.'])[0])"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     env.pop("SENTENCE_TRANSFORMERS_HOME", None)
@@ -84,9 +103,11 @@ def test_it_loads_offline_with_an_empty_hugging_face_cache(tmp_path):
     assert not hf.exists() or not any(p.is_file() for p in hf.rglob("*"))
 
 
-def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path):
+@pytest.mark.parametrize(("layers", "frozen"), [(6, False), (3, True)])
+def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path, layers, frozen):
     """The training script end to end on a hand-made SQuAD-format slice: two steps, then Platt
-    scaling on the slice's tune half, written as weights a MeveCrossEncoder loads."""
+    scaling on the slice's tune half, written as weights a MeveCrossEncoder loads. The 3-layer
+    model trained with frozen embeddings stores no embeddings and loads them from the bundled MiniLM."""
     from benchmarks.common import squad_dev_split
     from benchmarks.train_cross_encoder import calibrate, train
 
@@ -109,7 +130,7 @@ def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path):
         with gzip.open(data / "train" / "squad" / name, "wt") as fh:
             json.dump({"version": "1.1", "data": [article(t) for t in titles]}, fh)
     assert "tune" in squad_dev_split(titles).values()
-    log = train(data, steps=2, batch=4, seed=0, out=tmp_path / "ckpt", lr=4e-5, window_share=0.35, max_length=64)
+    log = train(data, steps=2, batch=4, seed=0, out=tmp_path / "ckpt", lr=4e-5, window_share=0.35, max_length=64, layers=layers, freeze_embeddings=frozen)
     assert log["steps"] == 2 and log["questions"] >= 2 and len(log["data_sha256"]) == 64
     out = tmp_path / "ce.safetensors"
     meta = calibrate(data, tmp_path / "ckpt" / "step2.safetensors", out, questions=3, seed=0)
@@ -117,4 +138,7 @@ def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path):
     scorer = MeveCrossEncoder(out)
     probs = scorer.score(PAIRS[0][0], [PAIRS[0][1], PAIRS[0][2]])
     assert probs.shape == (2,) and ((probs >= 0) & (probs <= 1)).all()
+    assert scorer.network.layers == layers
+    with safe_open(str(out), framework="pt") as fh:
+        assert any(k.startswith("encoder.embeddings.") for k in fh.keys()) is not frozen  # noqa: SIM118
     assert CROSS_ENCODER_PATH.exists() and out.read_bytes() != CROSS_ENCODER_PATH.read_bytes()
