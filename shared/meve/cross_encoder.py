@@ -109,12 +109,14 @@ def load_weights(path: str | Path, quantized: bool = False) -> tuple[MiniLMCross
         net.load_state(tensors)
         if quantized:
             import torch
-            from torch.ao.quantization import quantize_dynamic
 
-            # torch 2.13 (pinned) marks its int8 tensor constructors deprecated; the warning is
-            # about PyTorch's roadmap, not about anything a caller can change, so it stays here.
+            # torch 2.13 (pinned) marks eager int8 quantization deprecated (moving to torchao); the
+            # warnings are about PyTorch's roadmap, not anything a caller can change, so they stay here.
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor", category=UserWarning)
+                warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated", category=DeprecationWarning)
+                from torch.ao.quantization import quantize_dynamic
+
                 net.encoder = quantize_dynamic(net.encoder, {torch.nn.Linear}, dtype=torch.qint8)
     except Exception as exc:  # safetensors' own errors subclass nothing narrower; any failure names the file
         allowed = f"meve's cross-encoder safetensors (encoder.*, head.*, platt) (loading failed: {type(exc).__name__}: {exc})"
