@@ -32,7 +32,7 @@ from benchmarks.common import default_verifier, embedder, li_verifier, pct, prim
 from benchmarks.quality import wikipedia_corpus
 from meve import MeVe, get_token_counter
 from meve.chunking import sentence_spans
-from meve.cross_encoder import MeveCrossEncoder
+from meve.cross_encoder import SHIPPED, MeveCrossEncoder
 from meve.fusion import rrf
 from meve.models import Verifier, make_verifier
 from meve.records import ContextResult
@@ -269,11 +269,9 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
     t_start = time.perf_counter()
     li, disk = default_verifier()
     chosen_verifier = None
-    if verifier in ("meve-cross-encoder", "meve-cross-encoder-l3"):
+    if verifier in SHIPPED:
         # Sentence logits kept for every question: the dev sweep runs each question 144 times.
-        shipped = make_verifier(verifier, embedder()).scorer
-        assert isinstance(shipped, MeveCrossEncoder)
-        chosen_verifier = MeveCrossEncoder(shipped.path, quantized=shipped.quantized, cache_size=10**7).verifier()
+        chosen_verifier = MeveCrossEncoder.shipped(verifier, cache_size=10**7).verifier()
     elif verifier:
         chosen_verifier = make_verifier(verifier, embedder())
     datasets = {"hotpotqa": hotpot_sets(data), "squad": squad_sets(data, squad_questions)}

@@ -36,7 +36,7 @@ import numpy as np
 from benchmarks.common import data_dir, sha256_file, squad, squad_dev_split, squad_pairs
 from benchmarks.verifier import auc, score_pairs
 from meve.chunking import split_sentences
-from meve.cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoder, MiniLMCrossEncoder, best_sentence
+from meve.cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoder, MiniLMCrossEncoder, best_sentence, read_file
 from meve.verifier import Calibration, fit_platt
 
 _WORD = re.compile(r"\w+")
@@ -140,34 +140,17 @@ def save(net: MiniLMCrossEncoder, path: Path, metadata: dict[str, str], platt: C
     save_file(tensors, str(path), metadata=metadata)
 
 
-def load_checkpoint(path: Path) -> MiniLMCrossEncoder:
-    from safetensors import safe_open
-
-    from meve.models import default_model_path
-
-    with safe_open(str(path), framework="pt") as fh:
-        tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
-        meta = dict(fh.metadata() or {})
-    net = MiniLMCrossEncoder(default_model_path(), pretrained=meta.get("frozen_embeddings") == "True", layers=int(meta.get("layers", "6")))
-    net.load_state(tensors)
-    return net
-
-
 def calibrate(data: Path, checkpoint: Path, out: Path, *, questions: int = 400, seed: int = 0) -> dict[str, Any]:
     """Platt scaling of the passage score (best sentence logit) on the *tune* half of the SQuAD
     dev articles, as the late-interaction default's; written with the weights into ``out``."""
-    from safetensors import safe_open
-
     dev = data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz"
     articles = squad(dev)
     split = squad_dev_split([a["title"] for a in articles])
     pairs = squad_pairs([a for a in articles if split[a["title"]] == "tune"], questions, seed)
-    net = load_checkpoint(checkpoint)
+    net, _, meta = read_file(checkpoint)
     raw = score_pairs(pairs, lambda q, ps: best_sentence(ps, lambda sents: net.infer(q, sents)))
     labels = np.array([y for _, _, y in pairs])
     cal = fit_platt(raw, labels)
-    with safe_open(str(checkpoint), framework="pt") as fh:
-        meta = dict(fh.metadata() or {})
     meta.update(
         {
             "calibration_data": dev.name,

@@ -22,16 +22,13 @@ import numpy as np
 
 from benchmarks.common import RESULTS, pct, squad, squad_dev_split, squad_pairs
 from meve import BiEncoderScorer, CachedEmbedder, MeVe, MeVeConfig, SentenceTransformerEmbedder
-from meve.cross_encoder import CROSS_ENCODER_L3_PATH, CROSS_ENCODER_PATH, L3_QUANTIZED, MeveCrossEncoder
+from meve.cross_encoder import SHIPPED, MeveCrossEncoder
 from meve.verifier import LateInteractionScorer, fit_platt, maxsim, text_key
 
 Pairs = list[tuple[str, str, int]]  # (query, passage, label)
 
-# meve's shipped cross-encoders, each run as its name runs it (benchmark name -> weights, int8).
-CROSS_ENCODERS: dict[str, tuple[Path, bool]] = {
-    "meve_cross_encoder": (CROSS_ENCODER_PATH, False),
-    "meve_cross_encoder_l3": (CROSS_ENCODER_L3_PATH, L3_QUANTIZED),
-}
+# meve's shipped cross-encoders: benchmark name (the result files' keys) -> scorer name.
+CROSS_ENCODERS = {name.replace("-", "_"): name for name in SHIPPED}
 
 
 # -- metrics ------------------------------------------------------------------------------
@@ -340,7 +337,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     selection["learned_combination"] = learned[0] if learned else None
 
     # meve's cross-encoders (SQuAD train, `make train-verifier`), judged on tune like every candidate.
-    mces = {name: MeveCrossEncoder(path, quantized=q, cache_size=2_000_000) for name, (path, q) in CROSS_ENCODERS.items()}
+    mces = {name: MeveCrossEncoder.shipped(scorer, cache_size=2_000_000) for name, scorer in CROSS_ENCODERS.items()}
     raw_ce = {name: score_pairs(tune, m.raw_scores) for name, m in mces.items()}
     for name, raw in raw_ce.items():
         selection["auc"][name] = auc(labels, raw)
@@ -467,8 +464,8 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
         return MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=scorer, config=MeVeConfig(k_init=20), follow_replicas=False)
 
     cross_encoders = {}
-    for name, (path, quantized) in CROSS_ENCODERS.items():
-        mce = MeveCrossEncoder(path, quantized=quantized)
+    for name, scorer in CROSS_ENCODERS.items():
+        mce = MeveCrossEncoder.shipped(scorer)
         ce_ms, ce_total = phase_ms(clone(mce.verifier()))
         cross_encoders[name] = {
             "verify_ms_p50": pct(ce_ms, 50),
@@ -505,7 +502,7 @@ def _default_name() -> str:
 
     s = make_scorer(None, SentenceTransformerEmbedder())
     if isinstance(s, MeveCrossEncoder):
-        return next(name for name, (path, q) in CROSS_ENCODERS.items() if path == s.path and q == s.quantized)
+        return next(name for name, scorer in CROSS_ENCODERS.items() if SHIPPED[scorer] == (s.path, s.quantized))
     return "late_interaction"
 
 

@@ -31,7 +31,12 @@ CROSS_ENCODER_PATH = Path(__file__).resolve().parent / "verifier" / "cross_encod
 # The 3-layer sibling (``scorer="meve-cross-encoder-l3"``): trained with MiniLM's embeddings frozen,
 # so its file holds only the layers and the head (the bundled MiniLM gives the embeddings).
 CROSS_ENCODER_L3_PATH = CROSS_ENCODER_PATH.with_name("cross_encoder_l3.safetensors")
-L3_QUANTIZED = True  # chosen on dev data (python -m benchmarks.train_cross_encoder --variants ...; MODEL_CARD.md)
+# Each shipped cross-encoder by scorer name: its weights and whether it runs in int8 (chosen on dev
+# data, `python -m benchmarks.train_cross_encoder --variants ...`; MODEL_CARD.md).
+SHIPPED: dict[str, tuple[Path, bool]] = {
+    "meve-cross-encoder": (CROSS_ENCODER_PATH, False),
+    "meve-cross-encoder-l3": (CROSS_ENCODER_L3_PATH, True),
+}
 
 
 class MiniLMCrossEncoder:
@@ -94,19 +99,27 @@ class MiniLMCrossEncoder:
         return out
 
 
+def read_file(path: str | Path) -> tuple[MiniLMCrossEncoder, dict[str, Any], dict[str, str]]:
+    """The network in one of meve's safetensors files (a training checkpoint or shipped weights):
+    its layer count from the metadata, the embeddings from the bundled MiniLM when the file has
+    none; with the file's other tensors (``platt``) and its metadata (the training log)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
+        meta = dict(fh.metadata() or {})
+    frozen = not any(k.startswith("encoder.embeddings.") for k in tensors)
+    net = MiniLMCrossEncoder(default_model_path(), pretrained=frozen, layers=int(meta.get("layers", "6")))
+    net.load_state(tensors)
+    return net, {k: v for k, v in tensors.items() if not k.startswith(("encoder.", "head."))}, meta
+
+
 def load_weights(path: str | Path, quantized: bool = False) -> tuple[MiniLMCrossEncoder, Calibration, dict[str, str]]:
     """The network, its calibration and the training log from one safetensors file; ``quantized``
     runs the encoder's linear layers in int8 (PyTorch dynamic quantization, CPU only)."""
-    from safetensors import safe_open
-
     try:
-        with safe_open(str(path), framework="pt") as fh:
-            tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
-            meta = dict(fh.metadata() or {})
-        a, b = (float(x) for x in tensors.pop("platt"))
-        layers = int(meta.get("layers", "6"))
-        net = MiniLMCrossEncoder(default_model_path(), pretrained=not any(k.startswith("encoder.embeddings.") for k in tensors), layers=layers)
-        net.load_state(tensors)
+        net, rest, meta = read_file(path)
+        a, b = (float(x) for x in rest["platt"])
         if quantized:
             import torch
 
@@ -139,6 +152,14 @@ class MeveCrossEncoder:
     ``weights``: the safetensors file (default: the one shipped with meve). Sentence logits are
     kept per query (bounded), so pruning the passages a query kept runs no model again.
     """
+
+    @classmethod
+    def shipped(cls, name: str, *, batch_size: int = 32, cache_size: int = 4096) -> MeveCrossEncoder:
+        """A cross-encoder shipped with meve, by its scorer name, run as that name runs it."""
+        if name not in SHIPPED:
+            raise ConfigError("scorer", name, f"one of meve's cross-encoders: {', '.join(map(repr, SHIPPED))}")
+        path, quantized = SHIPPED[name]
+        return cls(path, quantized=quantized, batch_size=batch_size, cache_size=cache_size)
 
     def __init__(self, weights: str | Path | None = None, *, quantized: bool = False, batch_size: int = 32, cache_size: int = 4096) -> None:
         """CPU only (int8 dynamic quantization is CPU-only too)."""

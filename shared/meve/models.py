@@ -489,10 +489,10 @@ def make_verifier(spec: Verifier | RelevanceScorer | str | None, embedder: Embed
         return LateInteractionScorer(embedder).verifier()
     if name == "cosine":
         return Verifier.of(BiEncoderScorer(embedder))
-    if name in ("meve-cross-encoder", "meve-cross-encoder-l3"):
-        from meve.cross_encoder import CROSS_ENCODER_L3_PATH, L3_QUANTIZED, MeveCrossEncoder
+    from meve.cross_encoder import SHIPPED, MeveCrossEncoder  # imports meve.models: not at module level
 
-        return (MeveCrossEncoder() if name == "meve-cross-encoder" else MeveCrossEncoder(CROSS_ENCODER_L3_PATH, quantized=L3_QUANTIZED)).verifier()
+    if name in SHIPPED:
+        return MeveCrossEncoder.shipped(name).verifier()
     if not name.strip():
         raise ConfigError("scorer", name, f"{_NAMES} or a cross-encoder name/path")
     try:

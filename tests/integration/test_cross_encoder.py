@@ -70,6 +70,8 @@ def test_the_cross_encoders_are_chosen_by_name_and_a_missing_file_names_itself(t
     assert isinstance(six, MeveCrossEncoder) and isinstance(three, MeveCrossEncoder)
     assert (six.path, three.path) == (CROSS_ENCODER_PATH, CROSS_ENCODER_L3_PATH)
     assert (six.network.layers, three.network.layers) == (6, 3)
+    with pytest.raises(ConfigError, match=r"meve-cross-encoder-l9"):
+        MeveCrossEncoder.shipped("meve-cross-encoder-l9")
     missing = tmp_path / "nope.safetensors"
     with pytest.raises(ConfigError, match=r"nope\.safetensors"):
         MeveCrossEncoder(missing)
