@@ -99,7 +99,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     meve = MeVe.from_texts(texts, ids=ids, metadatas=metas, client=client, collection_name=args.collection, show_progress=sys.stderr.isatty())
     total = meve.store.count() if meve.store else 0
     note = f", replacing {replaced} old chunk(s)" if replaced else ""
-    _console().print(f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})")
+    # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
+    _console().print(
+        f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})",
+        soft_wrap=True,
+    )
     return 0
 
 
