@@ -393,7 +393,7 @@ def _verifier_section(v: dict[str, Any]) -> list[str]:
         "",
         f"Command: {cmd}. Shipped files: `make train-verifier` (late interaction's calibration, `python -m benchmarks.train_verifier`; "
         "meve's cross-encoder, `python -m benchmarks.train_cross_encoder --steps 2500 --ship-step 2000`, about 45 minutes on this CPU; "
-        "its 3-layer sibling, `... --steps 2500 --layers 3 --freeze-embeddings`, about 23 minutes). "
+        "its 3-layer sibling, distilled from it, `... --steps 2500 --layers 3 --freeze-embeddings --teacher shared/meve/verifier/cross_encoder.safetensors`, about 31 minutes). "
         f"The default (what `MeVe()` runs with no scorer): **{_VERIFIER_LABELS[default]}**.",
         "",
     ]

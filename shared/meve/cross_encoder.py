@@ -7,8 +7,8 @@ windows, and the sentence scores then serve evidence pruning with no second mode
 scaling fitted on SQuAD dev articles that are never reported on maps the logit to P(relevant).
 The weights, the calibration and the training log are one safetensors file (fp16, 45 MB);
 ``verifier/MODEL_CARD.md`` gives data, licence and metrics, ``make train-verifier`` rebuilds it.
-A 3-layer sibling (``scorer="meve-cross-encoder-l3"``, 11 MB, run in int8) fits the 300 ms verify
-target but ranks below late interaction held out; the model card says where it still serves.
+A 3-layer sibling distilled from it (``scorer="meve-cross-encoder-l3"``, 11 MB, run in int8) fits the
+300 ms verify target but ranks below late interaction held out; the model card says where it still serves.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from meve.models import Verifier, default_model_path, registry, split_sizes
 from meve.verifier import Calibration
 
 CROSS_ENCODER_PATH = Path(__file__).resolve().parent / "verifier" / "cross_encoder.safetensors"
-# The 3-layer sibling (``scorer="meve-cross-encoder-l3"``): trained with MiniLM's embeddings frozen,
+# The 3-layer sibling (``scorer="meve-cross-encoder-l3"``): distilled with MiniLM's embeddings frozen,
 # so its file holds only the layers and the head (the bundled MiniLM gives the embeddings).
 CROSS_ENCODER_L3_PATH = CROSS_ENCODER_PATH.with_name("cross_encoder_l3.safetensors")
 # Each shipped cross-encoder by scorer name: its weights and whether it runs in int8 (chosen on dev
