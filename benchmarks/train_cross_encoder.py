@@ -5,6 +5,7 @@
         --teacher shared/meve/verifier/cross_encoder.safetensors --out benchmarks/.cache/cross_encoder_l3 \
         --ship shared/meve/verifier/cross_encoder_l3.safetensors
     python -m benchmarks.train_cross_encoder --variants shared/meve/verifier/cross_encoder.safetensors
+    python -m benchmarks.train_cross_encoder --cascade-time shared/meve/verifier/cross_encoder.safetensors
 
 The shipped file is the step-2000 checkpoint of a 2,500-step schedule (the data held 2,477 full
 batches and the first run saved every 500 steps only), calibrated by :func:`calibrate`.
@@ -331,6 +332,44 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
     return out
 
 
+def cascade_time(data: Path, weights: Path, *, fail_below: float = 0.003, pass_above: float = 0.988, n: int = 30) -> dict[str, Any]:
+    """Whether a cross-encoder fits the 300 ms verify target behind the late-interaction cascade, on
+    dev data only: ``n`` SQuAD tune questions, each against its dense top-20 over every tune-article
+    paragraph (retrieved candidates, as the verify phase sees them; random paragraphs are decided by
+    late interaction almost entirely and would flatter the cascade). The cross-encoder scores all 20,
+    then only those whose late-interaction P lies in [fail_below, pass_above] (the verifier
+    benchmark's tune-split thresholds for late_interaction->meve_cross_encoder)."""
+    from meve.models import SentenceTransformerEmbedder, make_scorer
+
+    dev = squad(data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz")
+    split = squad_dev_split([a["title"] for a in dev])
+    arts = [a for a in dev if split[a["title"]] == "tune"]
+    paras = [p["context"] for a in arts for p in a["paragraphs"]]
+    qs = random.Random(3).sample([q["question"] for a in arts for p in a["paragraphs"] for q in p["qas"]], n)
+    emb = SentenceTransformerEmbedder()
+    vecs, qvecs = np.asarray(emb.encode(paras)), np.asarray(emb.encode(qs))
+    k20 = [(q, [paras[i] for i in np.argsort(-(vecs @ qvecs[j]))[:20]]) for j, q in enumerate(qs)]
+    li = make_scorer("late-interaction", emb)
+    undecided = {q: [p for p, s in zip(ps, li.score(q, ps), strict=True) if fail_below <= s <= pass_above] for q, ps in k20}
+    out: dict[str, Any] = {"passages": len(paras), "questions": n, "mean_undecided_of_20": float(np.mean([len(u) for u in undecided.values()]))}
+    for quantized in (False, True):
+        ce = MeveCrossEncoder(weights, quantized=quantized, cache_size=0).warm_up()
+        every, rest = [], []
+        for q, ps in k20:
+            t0 = time.perf_counter()
+            ce.raw_scores(q, ps)
+            every.append(1000 * (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            ce.raw_scores(q, undecided[q])
+            rest.append(1000 * (time.perf_counter() - t0))
+        out["int8" if quantized else "fp32"] = {
+            "all_20_ms_p50": float(np.percentile(every, 50)),
+            "undecided_only_ms_p50": float(np.percentile(rest, 50)),
+            "undecided_only_ms_p95": float(np.percentile(rest, 95)),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", default=None)
@@ -348,10 +387,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--teacher", default=None, metavar="WEIGHTS", help="distil from this cross-encoder (its logits join the loss)")
     ap.add_argument("--calibrate-only", default=None, metavar="CHECKPOINT", help="skip training; calibrate this checkpoint")
     ap.add_argument("--variants", default=None, metavar="WEIGHTS", help="only compare ways to run calibrated weights on dev data")
+    ap.add_argument("--cascade-time", default=None, metavar="WEIGHTS", help="only time these weights behind the late-interaction cascade on dev data")
     a = ap.parse_args(argv)
     data = data_dir(a.data)
     if a.variants:
         print(json.dumps(variants(data, Path(a.variants)), indent=2))
+        return
+    if a.cascade_time:
+        print(json.dumps(cascade_time(data, Path(a.cascade_time)), indent=2))
         return
     if a.calibrate_only:
         checkpoint = Path(a.calibrate_only)
