@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import data_dir, sha256_file, squad, squad_dev_split, squad_pairs
-from benchmarks.verifier import auc, score_pairs
+from benchmarks.common import RESULTS, data_dir, default_verifier, embedder, sha256_file, squad, squad_dev_split, squad_pairs
+from benchmarks.verifier import CROSS_ENCODERS, auc, score_pairs
 from meve.chunking import split_sentences
-from meve.cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoder, MiniLMCrossEncoder, best_sentence, read_file
+from meve.cross_encoder import CROSS_ENCODER_PATH, SHIPPED, MeveCrossEncoder, MiniLMCrossEncoder, best_sentence, read_file
 from meve.verifier import Calibration, fit_platt
 
 _WORD = re.compile(r"\w+")
@@ -247,7 +247,6 @@ def train(
     if teacher is not None:
         teach = read_file(teacher)[0]
         teach.max_length = max_length
-        teach.encoder.eval()
     model.encoder.train()
     out.mkdir(parents=True, exist_ok=True)
     losses: list[float] = []
@@ -255,12 +254,13 @@ def train(
         rows = pairs[step * batch : (step + 1) * batch]
         if len(rows) < batch:
             break
-        logit = model.logits([q for q, _, _ in rows], [t for _, t, _ in rows])
+        queries, texts = [q for q, _, _ in rows], [t for _, t, _ in rows]
+        logit = model.logits(queries, texts)
         y = torch.tensor([float(label) for _, _, label in rows])
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, y)
         if teach is not None:
             with torch.no_grad():
-                target = teach.logits([q for q, _, _ in rows], [t for _, t, _ in rows])
+                target = teach.logits(queries, texts)
             loss = loss + torch.nn.functional.mse_loss(logit, target)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained + list(model.head.parameters()), 1.0)
@@ -282,6 +282,16 @@ def train(
     log["seconds"] = round(time.perf_counter() - t0, 1)
     (out / "train_log.json").write_text(json.dumps(log, indent=2))
     return log
+
+
+def _ms(ce: MeveCrossEncoder, queries: list[tuple[str, list[str]]]) -> list[float]:
+    """Milliseconds of ``ce.raw_scores`` per (query, passages); ``ce`` should keep no logits (cache_size 0)."""
+    out = []
+    for q, ps in queries:
+        t0 = time.perf_counter()
+        ce.raw_scores(q, ps)
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
 
 
 def variants(data: Path, weights: Path) -> dict[str, Any]:
@@ -313,13 +323,7 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
         rng = random.Random(2)
         pool = sorted({p for _, p, _ in tune})
         k20 = [(q, rng.sample(pool, 20)) for q in rng.sample(sorted({q for q, _, _ in tune}), 30)]
-        fresh = MeveCrossEncoder(weights, quantized=quantized, cache_size=0)
-        fresh.warm_up()
-        t20 = []
-        for q, ps in k20:
-            t0 = time.perf_counter()
-            fresh.raw_scores(q, ps)
-            t20.append(1000 * (time.perf_counter() - t0))
+        t20 = _ms(MeveCrossEncoder(weights, quantized=quantized, cache_size=0).warm_up(), k20)
         out[tag] = {
             "ms_p50_query_vs_20_paragraphs_maxp": float(np.percentile(t20, 50)),
             "squad_tune_auc_maxp": auc(y, maxp),
@@ -332,36 +336,34 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
     return out
 
 
-def cascade_time(data: Path, weights: Path, *, fail_below: float = 0.003, pass_above: float = 0.988, n: int = 30) -> dict[str, Any]:
+def cascade_time(data: Path, weights: Path, *, n: int = 30) -> dict[str, Any]:
     """Whether a cross-encoder fits the 300 ms verify target behind the late-interaction cascade, on
     dev data only: ``n`` SQuAD tune questions, each against its dense top-20 over every tune-article
     paragraph (retrieved candidates, as the verify phase sees them; random paragraphs are decided by
     late interaction almost entirely and would flatter the cascade). The cross-encoder scores all 20,
-    then only those whose late-interaction P lies in [fail_below, pass_above] (the verifier
-    benchmark's tune-split thresholds for late_interaction->meve_cross_encoder)."""
-    from meve.models import SentenceTransformerEmbedder, make_scorer
+    then only those whose late-interaction P lies between the thresholds the verifier benchmark
+    fitted on the tune split for this shipped cross-encoder (``results/verifier.json``, "cascade")."""
+    name = next((b for b, scorer in CROSS_ENCODERS.items() if SHIPPED[scorer][0] == weights.resolve()), None)
+    if name is None:  # the thresholds exist only for the shipped files the verifier benchmark measured
+        raise SystemExit(f"--cascade-time {weights}: expected one of {', '.join(str(path) for path, _ in SHIPPED.values())}")
+    cascade = json.loads((RESULTS / "verifier.json").read_text())["cascade"][f"late_interaction->{name}"]
+    lo, hi = cascade["fail_below"], cascade["pass_above"]
 
     dev = squad(data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz")
     split = squad_dev_split([a["title"] for a in dev])
     arts = [a for a in dev if split[a["title"]] == "tune"]
     paras = [p["context"] for a in arts for p in a["paragraphs"]]
     qs = random.Random(3).sample([q["question"] for a in arts for p in a["paragraphs"] for q in p["qas"]], n)
-    emb = SentenceTransformerEmbedder()
+    emb = embedder()
     vecs, qvecs = np.asarray(emb.encode(paras)), np.asarray(emb.encode(qs))
     k20 = [(q, [paras[i] for i in np.argsort(-(vecs @ qvecs[j]))[:20]]) for j, q in enumerate(qs)]
-    li = make_scorer("late-interaction", emb)
-    undecided = {q: [p for p, s in zip(ps, li.score(q, ps), strict=True) if fail_below <= s <= pass_above] for q, ps in k20}
-    out: dict[str, Any] = {"passages": len(paras), "questions": n, "mean_undecided_of_20": float(np.mean([len(u) for u in undecided.values()]))}
+    li, _ = default_verifier()
+    undecided = {q: [p for p, s in zip(ps, li.score(q, ps), strict=True) if lo <= s <= hi] for q, ps in k20}
+    out: dict[str, Any] = {"passages": len(paras), "questions": n, "fail_below_pass_above": [lo, hi]}
+    out["mean_undecided_of_20"] = float(np.mean([len(u) for u in undecided.values()]))
     for quantized in (False, True):
         ce = MeveCrossEncoder(weights, quantized=quantized, cache_size=0).warm_up()
-        every, rest = [], []
-        for q, ps in k20:
-            t0 = time.perf_counter()
-            ce.raw_scores(q, ps)
-            every.append(1000 * (time.perf_counter() - t0))
-            t0 = time.perf_counter()
-            ce.raw_scores(q, undecided[q])
-            rest.append(1000 * (time.perf_counter() - t0))
+        every, rest = _ms(ce, k20), _ms(ce, [(q, undecided[q]) for q, _ in k20])
         out["int8" if quantized else "fp32"] = {
             "all_20_ms_p50": float(np.percentile(every, 50)),
             "undecided_only_ms_p50": float(np.percentile(rest, 50)),
