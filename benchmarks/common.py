@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -92,6 +93,20 @@ def embedder() -> DiskCachedEmbedder:
 
         _embedder = DiskCachedEmbedder(SentenceTransformerEmbedder(), "all-MiniLM-L6-v2")
     return _embedder
+
+
+def answer_tokens(text: str) -> str:
+    """SQuAD's answer normalisation (lower case, no punctuation, no articles), as one
+    space-padded string of words, so a containment test matches whole words only."""
+    text = re.sub(r"\b(a|an|the)\b", " ", re.sub(r"[^\w\s]", " ", text.lower()))
+    return f" {' '.join(text.split())} "
+
+
+def answer_in(answers: Sequence[str], context: str) -> bool:
+    """A gold answer occurs in ``context`` as a run of whole normalised words: "no" is not found
+    in "not", nor "Ann" in "annual" (a plain substring test counted both)."""
+    ctx = answer_tokens(context)
+    return any(a.strip() and answer_tokens(a) in ctx for a in answers)
 
 
 def pct(values: Sequence[float], q: float) -> float:

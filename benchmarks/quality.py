@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import default_verifier, embedder, li_verifier, pct, prime
+from benchmarks.common import answer_in, default_verifier, embedder, li_verifier, pct, prime
 from meve import MeVe, MeVeConfig, get_token_counter
 from meve.chunking import chunk_text
 from meve.locate import ExactIndex
@@ -44,7 +44,7 @@ def score_context(q: dict[str, Any], doc_ids: list[str], context: str) -> dict[s
     return {
         "para_recall": len(titles & set(doc_ids)) / len(titles),
         "sent_recall": sum(s.strip() in context for s in sents) / max(1, len(sents)),
-        "answer_in_context": float(str(q["answer"]).lower() in context.lower()),
+        "answer_in_context": float(answer_in([str(q["answer"])], context)),
     }
 
 

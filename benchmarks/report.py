@@ -219,7 +219,7 @@ def _minimal_targets(m: dict[str, Any], who: str = "MeVe default") -> list[str]:
             _target(
                 above[worst] >= 0,
                 f"{NAMES[name]} test: the {who} lies above every compared system's curve at its own token count "
-                f"(margin over each curve: {', '.join(f'{k} {v:+.3f}' for k, v in above.items())}).",
+                f"(margin over each curve: {', '.join(f'{k} {v:+.4f}' for k, v in above.items())}).",
             )
         )
     return lines
@@ -236,6 +236,13 @@ def _minimal_other_verifier(m: dict[str, Any], base: dict[str, Any]) -> list[str
         "The baselines are the same systems at the same dev-chosen settings as above.",
         "",
     ]
+    if m.get("answer_match") != base.get("answer_match"):
+        lines += [
+            "**Stale:** this run predates the whole-word answer test and the HotpotQA dev rule on supporting-sentence recall (see the protocol above): "
+            "its answer rates count substrings (\"no\" inside \"not\"), and its HotpotQA dev choice rests on them. Its figures are not comparable "
+            "with the rows above until it is rerun.",
+            "",
+        ]
     rows = []
     for name, d in m["datasets"].items():
         t, b = d["test"], base["datasets"][name]["test"]
@@ -257,8 +264,14 @@ def _minimal_section(m: dict[str, Any]) -> list[str]:
         "",
         f"MeVe settings tried on dev: {len(m['grid'])} (candidates x tau x adaptive cut x n_min x sentence pruning; t_max 512 is a ceiling). "
         f"Chosen on dev: {', '.join(f'{k}={v!r}' for k, v in cfg.items())} "
-        f"({'meets' if m['default']['met_rule_on_both_dev_sets'] else 'does NOT meet'} the rule on both dev sets; mean dev token ratio {m['default']['dev_token_ratio']:.2f}).",
-        "Answer-in-context: a gold answer string occurs in the context (case-insensitive). ms p50: wall time per query with every",
+        f"({'meets' if m['default']['met_rule_on_both_dev_sets'] else 'does NOT meet'} the rule on both dev sets; mean dev token ratio {m['default']['dev_token_ratio']:.2f}"
+        + "".join(
+            f"; dev {NAMES[n]} {m['default']['rule_metric'][n].replace('_', ' ')} {g:+.3f} against the reference"
+            for n, g in m["default"].get("dev_gap_to_reference", {}).items()
+        )
+        + ").",
+        "Answer-in-context: a gold answer occurs in the context as whole words after SQuAD's normalisation (lower case, punctuation and",
+        "articles removed); the HotpotQA test questions have no yes/no answers. ms p50: wall time per query with every",
         "dense vector served from the benchmark's embedding cache for all systems. The MeVe default's row is the first pass over the",
         "test questions and includes one MiniLM forward pass per query for the verifier's query token vectors; the sweep rows reuse them.",
         "Plot: `benchmarks/results/pareto_minimal.png` (test curves; the MeVe default is the star).",
@@ -274,6 +287,12 @@ def _minimal_section(m: dict[str, Any]) -> list[str]:
         ]
         rows = [{"system": "MeVe default", "setting": "chosen on dev", **t["meve_default"]}]
         rows.append({"system": "MeVe, the paper's phases (tau 0.5, no cut, no pruning)", "setting": "fixed", **t["meve_paper_settings"]})
+        if "meve_config_defaults" in t:
+            shipped = dict(t["meve_config_defaults"])
+            cfg_then = shipped.pop("config")
+            if cfg_then != cfg:
+                setting = ", ".join(f"{k}={v}" for k, v in cfg_then.items() if k != "prune_ratio" or cfg_then["prune"] != "none")
+                rows.append({"system": "MeVeConfig() as shipped when this run started", "setting": setting, **shipped})
         rows.append(
             {"system": f"reference: {t['reference']['system']}", "setting": "", **{k: v for k, v in t["reference"].items() if k not in ("system", "k")}}
         )
