@@ -36,8 +36,8 @@ def test_meve_on_real_minilm_removes_duplicates_and_respects_the_budget(demo):
 def test_fallback_tops_up_to_n_min_with_lexical_hits_the_verifier_did_not_keep(demo):
     # The verifier keeps only "frame" of the 2 dense candidates, so the BM25 fallback runs; it must
     # not re-add what was verified, and it adds only BM25 hits the verifier does not reject.
-    # The paper's phases (tau 0.5, no adaptive cut): what the cut leaves out is never re-added.
-    r = demo.run("history of the bicycle frame", k_init=2, tau=0.5, cut="none")
+    # The paper's phases (tau 0.5, no adaptive cut, n_min 3): what the cut leaves out is never re-added.
+    r = demo.run("history of the bicycle frame", k_init=2, tau=0.5, cut="none", n_min=3)
     assert r.phase("verify").kept == ("frame",)
     fb = r.phase("fallback")
     assert fb.info["triggered"] is True and fb.info["added"] and "frame" not in fb.info["added"]
@@ -48,14 +48,14 @@ def test_fallback_tops_up_to_n_min_with_lexical_hits_the_verifier_did_not_keep(d
 
 def test_fallback_refuses_bm25_hits_the_verifier_rejects(demo):
     # The old fallback padded this context with frame and draisine-3 (BM25 hits on "bicycle").
-    r = demo.run("When was the safety bicycle introduced?", k_init=2, tau=0.5, cut="none")
+    r = demo.run("When was the safety bicycle introduced?", k_init=2, tau=0.5, cut="none", n_min=3)
     assert r.phase("verify").kept == ("safety-bicycle",)
     fb = r.phase("fallback")
     assert fb.info["triggered"] is True and fb.info["added"] == []
     assert {d.id for d in fb.dropped} >= {"frame", "draisine-3"}
     assert all("rejected by the verifier" in d.reason for d in fb.dropped)
     assert [d.id for d in r.documents] == ["safety-bicycle"]
-    padded = demo.run("When was the safety bicycle introduced?", k_init=2, tau=0.5, cut="none", fallback_tau=0.0)
+    padded = demo.run("When was the safety bicycle introduced?", k_init=2, tau=0.5, cut="none", n_min=3, fallback_tau=0.0)
     assert {"frame", "draisine-3"} <= set(padded.phase("fallback").info["added"])
 
 

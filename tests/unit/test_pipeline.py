@@ -26,13 +26,13 @@ def build(config=None, **kw):
 
 
 def test_run_records_every_phase_with_tokens_and_reasons():
-    m = build()
+    m = build(config=MeVeConfig(k_init=6, tau=0.5, cut="ratio", cut_ratio=0.8, t_max=100))
     r = m.run("When was the Eiffel Tower completed?")
     assert isinstance(r, ContextResult)
     assert [rec.phase for rec in r.trace] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
     verify = r.phase("verify")
     assert verify.info["verifier"] == "fake-overlap" and verify.info["pairs_scored"] == 6
-    # Below tau, or above it but outside the default ratio cut's head (< 0.8 x the best score).
+    # Below tau, or above it but outside the ratio cut's head (< 0.8 x the best score).
     assert all(("< tau 0.5" in d.reason) == (d.score < 0.5) for d in verify.dropped)
     assert all("outside the head" in d.reason for d in verify.dropped if d.score >= 0.5)
     prio = r.phase("prioritise")
