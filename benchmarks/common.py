@@ -109,6 +109,14 @@ def answer_in(answers: Sequence[str], context: str) -> bool:
     return any(a.strip() and answer_tokens(a) in ctx for a in answers)
 
 
+def acting(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The knobs of a MeVe setting (benchmarks.minimal's grid) that act: cut_ratio only with cut "ratio", prune_ratio only
+    with pruning (the grid and MeVeConfig carry different idle values)."""
+    idle = {"cut_ratio"} if cfg["cut"] != "ratio" else set()
+    idle |= {"prune_ratio"} if cfg["prune"] == "none" else set()
+    return {k: v for k, v in cfg.items() if k not in idle}
+
+
 def pct(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 

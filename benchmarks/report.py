@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.common import RESULTS, ROOT
+from benchmarks.common import RESULTS, ROOT, acting
 
 
 def _load() -> dict[str, Any]:
@@ -287,12 +287,10 @@ def _minimal_section(m: dict[str, Any]) -> list[str]:
         ]
         rows = [{"system": "MeVe default", "setting": "chosen on dev", **t["meve_default"]}]
         rows.append({"system": "MeVe, the paper's phases (tau 0.5, no cut, no pruning)", "setting": "fixed", **t["meve_paper_settings"]})
-        if "meve_config_defaults" in t:
+        if "meve_config_defaults" in t:  # only when MeVeConfig() differed from the dev choice
             shipped = dict(t["meve_config_defaults"])
-            cfg_then = shipped.pop("config")
-            if cfg_then != cfg:
-                setting = ", ".join(f"{k}={v}" for k, v in cfg_then.items() if k != "prune_ratio" or cfg_then["prune"] != "none")
-                rows.append({"system": "MeVeConfig() as shipped when this run started", "setting": setting, **shipped})
+            setting = ", ".join(f"{k}={v}" for k, v in acting(shipped.pop("config")).items())
+            rows.append({"system": "MeVeConfig() as shipped when this run started", "setting": setting, **shipped})
         rows.append(
             {"system": f"reference: {t['reference']['system']}", "setting": "", **{k: v for k, v in t["reference"].items() if k not in ("system", "k")}}
         )
