@@ -21,6 +21,8 @@ from meve.phases import drop_redundant, novelty_select, verify
 from meve.records import Passage, check_query
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
+# Each phase's defaults are MeVe's, so a pipeline composed of these behaves like MeVePostprocessor().
+_DEFAULTS = MeVeConfig()
 MEVE_KEYS = ("meve_score", "meve_source", "meve_verified", "meve_note", "meve_tokens", "meve_spans")
 
 
@@ -87,8 +89,8 @@ class RelevanceVerifier(_MeVeNodeProcessor):
     """Keeps nodes whose verifier score is >= tau; if fewer than ``min_keep`` pass, the best of
     the rest are kept too, marked ``meve_verified=False`` with a ``meve_note``."""
 
-    tau: float = 0.5
-    min_keep: int = 3
+    tau: float = _DEFAULTS.tau
+    min_keep: int = _DEFAULTS.n_min
 
     def model_post_init(self, context: Any, /) -> None:
         _number("tau", self.tau, 0.0, 1.0)
@@ -117,7 +119,7 @@ class RelevanceVerifier(_MeVeNodeProcessor):
 class RedundancyFilter(_MeVeNodeProcessor):
     """Drops near-duplicates (cosine > theta), always keeping the higher-ranked node of a pair."""
 
-    theta: float = 0.85
+    theta: float = _DEFAULTS.theta_redundancy
 
     def model_post_init(self, context: Any, /) -> None:
         _number("theta", self.theta, 0.0, 1.0, low_open=True)
@@ -138,8 +140,8 @@ class RedundancyFilter(_MeVeNodeProcessor):
 class NoveltySelector(_MeVeNodeProcessor):
     """SARA-style greedy selection: relevance traded against similarity to what is already selected."""
 
-    lam: float = 0.7
-    theta: float = 0.85
+    lam: float = _DEFAULTS.novelty_lambda
+    theta: float = _DEFAULTS.theta_redundancy
 
     def model_post_init(self, context: Any, /) -> None:
         _number("lam", self.lam, 0.0, 1.0)
@@ -161,8 +163,8 @@ class NoveltySelector(_MeVeNodeProcessor):
 class TokenBudget(_MeVeNodeProcessor):
     """Greedy packing of nodes, in the given order, into ``t_max`` tokens (meve's token counter)."""
 
-    t_max: int = 512
-    separator: str = "\n\n"
+    t_max: int = _DEFAULTS.t_max
+    separator: str = _DEFAULTS.separator
 
     def model_post_init(self, context: Any, /) -> None:
         _count("t_max", self.t_max, 1)

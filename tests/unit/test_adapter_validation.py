@@ -25,6 +25,22 @@ def test_llamaindex_postprocessors_validate_at_construction():
     assert RelevanceVerifier(tau=0.3, min_keep=0).tau == 0.3
 
 
+def test_llamaindex_phase_postprocessors_default_to_meves_config():
+    # A pipeline composed of the single-phase postprocessors must run MeVe's chosen defaults,
+    # not the paper's (tau 0.5, n_min 3) that MeVeConfig no longer ships.
+    from llamaindex_meve import NoveltySelector, RedundancyFilter, RelevanceVerifier, TokenBudget
+    from meve import MeVeConfig
+
+    cfg = MeVeConfig()
+    verifier = RelevanceVerifier()
+    assert (verifier.tau, verifier.min_keep) == (cfg.tau, cfg.n_min)
+    assert RedundancyFilter().theta == cfg.theta_redundancy
+    novelty = NoveltySelector()
+    assert (novelty.lam, novelty.theta) == (cfg.novelty_lambda, cfg.theta_redundancy)
+    budget = TokenBudget()
+    assert (budget.t_max, budget.separator) == (cfg.t_max, cfg.separator)
+
+
 def test_llamaindex_memories_validate_at_construction():
     from llamaindex_meve import MomentaryChatMemory, MomentaryMemoryBlock
 
