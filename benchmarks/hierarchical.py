@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
+from benchmarks.common import answer_in, default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
 from meve import BiEncoderScorer, MeVe, MeVeConfig, get_token_counter
 from meve.chunking import split_sentences
 from meve.hierarchy import DOC_SIGNALS, Document, fuse_documents, lead_text, sentence_windows
@@ -118,12 +118,12 @@ def evaluate(
             gold = set(q["gold_docs"])
             row["doc_r_precision"] = len(set(ranked[: len(gold)]) & gold) / len(gold)
             row["sent_recall"] = sum(s in ctx for s in q["sup_sents"]) / max(1, len(q["sup_sents"]))
-            row["answer_in_context"] = float(q["answer"].lower() in ctx.lower())
+            row["answer_in_context"] = float(answer_in([q["answer"]], ctx))
         else:
             assert paragraphs is not None
             row["article_acc_at_1"] = float(bool(ranked) and ranked[0] == q["gold_doc"])
             row["paragraph_recall_at_5"] = float(_paragraph_hit(r, mode, q["gold_paragraph"], paragraphs, 5))
-            row["answer_in_context"] = float(any(a.lower() in ctx.lower() for a in q["answers"]))
+            row["answer_in_context"] = float(answer_in(q["answers"], ctx))
         rows.append(row)
         ms.append(r.total_ms)
     out = {k: round(float(np.mean([r[k] for r in rows])), 4) for k in rows[0]}

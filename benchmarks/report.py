@@ -502,6 +502,21 @@ def _verifier_section(v: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _config_text(u: dict[str, Any]) -> str:
+    if "meve_config" not in u:
+        return "as shipped on the run's date; this run did not record them"
+    return ", ".join(f"{k} {v}" for k, v in u["meve_config"].items())
+
+
+def _shipped_rule_line(u: dict[str, Any]) -> list[str]:
+    shipped, chosen = u.get("shipped_rule"), u["chosen"]
+    if shipped is None:
+        return []
+    same = all(shipped[k] == chosen[k] for k in shipped)
+    verdict = "the same rule" if same else "NOT the rule chosen here: its test row is below"
+    return [f"MeVeConfig ships fallback_tau {shipped['fallback_tau']}, fallback_min_bm25 {shipped['fallback_min_bm25']} ({verdict})."]
+
+
 def _unanswerable_section(u: dict[str, Any]) -> list[str]:
     keys = [
         "fallback_tau",
@@ -522,9 +537,11 @@ def _unanswerable_section(u: dict[str, Any]) -> list[str]:
         f"Within each half, {len(tune['corpus_articles'])} articles' paragraphs form the corpus ({tune['paragraphs']} tune / {test['paragraphs']} test paragraphs);",
         f"{tune['answerable']} questions about them are answerable, {tune['unanswerable']} questions about the other articles are off-topic.",
         "A context is *padded* when an off-topic question still gets passages; answer-in-context counts answerable questions whose",
-        "context holds a gold answer string. Default models (MiniLM, late-interaction verifier), MeVe defaults otherwise.",
+        "context holds a gold answer string (whole words after SQuAD's normalisation). Default models (MiniLM, late-interaction verifier),",
+        f"MeVe defaults otherwise ({_config_text(u)}).",
         "",
         f"Chosen on tune ({chosen['rule']}): fallback_tau {chosen['fallback_tau']}, fallback_min_bm25 {chosen['fallback_min_bm25']}.",
+        *_shipped_rule_line(u),
         "",
         f"Test half: padded rate {old['padded_rate']:.3f} with the old rule (any BM25 hit, whatever the verifier said) -> {new['padded_rate']:.3f};",
         f"answer-in-context {old['answer_in_context']:.3f} -> {new['answer_in_context']:.3f}; tokens per answerable question {old['tokens_answerable']} -> {new['tokens_answerable']}.",
@@ -687,17 +704,30 @@ def _startup_section(st: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cpus(res: dict[str, Any]) -> list[str]:
+    """The sandbox has run on more than one CPU model (2 cores each); times compare only within one results file."""
+    by_cpu: dict[str, list[str]] = {}
+    for name, r in sorted(res.items()):
+        by_cpu.setdefault(str(r.get("machine", {}).get("cpu", "?")), []).append(name)
+    if len(by_cpu) < 2:
+        return []
+    parts = "; ".join(f"{cpu}: {', '.join(names)}" for cpu, names in by_cpu.items())
+    return [f"Results files by CPU (times compare only within one file, never across CPUs): {parts}."]
+
+
 def write() -> None:
     res = _load()
     plots = _plots(res)
     any_res = next(iter(res.values()), {})
     mach = any_res.get("machine", {})
+    cpus = _cpus(res)
     lines = [
         "# BENCHMARKS",
         "",
         "Generated from `benchmarks/results/*.json` by `benchmarks/report.py`; every section names the command that produced it.",
-        f"Machine: {mach.get('cpu', '?')} ({mach.get('cpu_count', '?')} cores), Python {mach.get('python')}, torch {mach.get('torch')}, "
+        f"Machine: {'see below' if cpus else mach.get('cpu', '?')} ({mach.get('cpu_count', '?')} cores), Python {mach.get('python')}, torch {mach.get('torch')}, "
         f"chromadb {mach.get('chromadb')}; CPU only: no GPU was lent to this task, so absolute times are indicative and ratios matter.",
+        *cpus,
         "",
         "No pretrained cross-encoder can be had offline here. meve's default verifier is calibrated late interaction",
         '(section "Verifier", which also measures meve\'s own SQuAD-trained cross-encoder, an opt-in); the quality sections use the default',
