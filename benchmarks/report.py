@@ -255,6 +255,50 @@ def _minimal_other_verifier(m: dict[str, Any], base: dict[str, Any]) -> list[str
     return lines
 
 
+def _dev_rule_between(m: dict[str, Any]) -> str:
+    """benchmarks.minimal's rule for the default, applied on dev to MeVe over documents and the flat default."""
+    stats = {}
+    for system in ("meve_default", "flat_default"):
+        gaps, ratios = [], []
+        for d in m["datasets"].values():
+            dev, metric = d["dev"], d["dev"]["rule_metric"]
+            gaps.append(dev[system][metric] - dev["reference"][metric])
+            ratios.append(dev[system]["tokens"] / dev["reference"]["tokens"])
+        stats[system] = (min(gaps) >= -0.01, min(gaps), sum(ratios) / len(ratios))
+    meets = [k for k, v in stats.items() if v[0]]
+    pool = meets or list(stats)
+    best = min(pool, key=lambda k: stats[k][2]) if meets else max(pool, key=lambda k: (round(stats[k][1], 6), -stats[k][2]))
+    name = {"meve_default": "MeVe over documents", "flat_default": "the flat default"}
+    parts = "; ".join(f"{name[k]}: worse dev gap {v[1]:+.4f}, mean dev token ratio {v[2]:.3f}" for k, v in stats.items())
+    return f"The minimal section's dev rule, applied to these two on dev ({parts}), prefers {name[best]}."
+
+
+def _minimal_documents(m: dict[str, Any], base: dict[str, Any]) -> list[str]:
+    """The minimal-context questions with MeVe over documents (hierarchical retrieval); nothing tuned."""
+    lines = [
+        f"### The same questions with MeVe over documents (`python -m benchmarks.run --full --only minimal_documents`, {m['date']})",
+        "",
+        "MeVe.from_documents (documents first, then sentence windows inside them; HotpotQA: one document per paragraph, SQuAD: one per article) "
+        f"with MeVeConfig() as shipped ({', '.join(f'{k} {v}' for k, v in m['config'].items())}) and the document weights of the hierarchical "
+        "section. Nothing is tuned here; the baselines are the flat section's, on the same test questions"
+        + ("" if m.get("flat_results_date") == base.get("date") else f" (**stale**: compared with a flat run of {m.get('flat_results_date')}, the flat section is of {base.get('date')})")
+        + ".",
+        "",
+    ]
+    rows = []
+    for name, d in m["datasets"].items():
+        metric = d["dev"]["rule_metric"]
+        for split in ("dev", "test"):
+            x = d[split]
+            for system, r in (("MeVe over documents", x["meve_default"]), ("MeVe default, flat", x["flat_default"]), (x["reference"].get("system", f"dense top-{x['reference'].get('k')}"), x["reference"])):
+                rows.append({"data": NAMES[name], "split": split, "system": system, "tokens": r["tokens"], "rule_metric": metric if split == "dev" else "answer_in_context", "rate": r[metric if split == "dev" else "answer_in_context"], "empty_rate": r["empty_rate"], "ms_p50": r["ms_p50"] if r is not x["reference"] else ""})
+    lines += _table(rows)
+    lines += [_dev_rule_between(m), ""]
+    lines += [f"ms p50 is MeVe's whole query (none for top-k, which reads hits cached by the flat run's sweeps); the two MeVe runs are separate processes (CPU: this file {m['machine'].get('cpu')}, flat {base['machine'].get('cpu')}).", ""]
+    lines += ["Targets over documents (for comparison; the shipped targets are the flat default's, in \"Targets\" above):", *_minimal_targets(m, "MeVe over documents"), ""]
+    return lines
+
+
 def _minimal_section(m: dict[str, Any]) -> list[str]:
     cfg = m["default"]["config"]
     lines = [
@@ -928,6 +972,8 @@ def write() -> None:
         for key in ("minimal_meve_cross_encoder", "minimal_meve_cross_encoder_l3"):
             if res.get(key):
                 lines += _minimal_other_verifier(res[key], res["minimal"])
+        if res.get("minimal_documents"):
+            lines += _minimal_documents(res["minimal_documents"], res["minimal"])
     if res.get("verifier"):
         lines += _verifier_section(res["verifier"])
     if res.get("unanswerable"):

@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("verifier", "minimal", "unanswerable", "startup", "quality", "hierarchical", "memory", "memory_speed", "speed", "bm25", "race")
+SECTIONS = ("verifier", "minimal", "minimal_documents", "unanswerable", "startup", "quality", "hierarchical", "memory", "memory_speed", "speed", "bm25", "race")
 
 
 def main() -> None:
@@ -68,6 +68,11 @@ def main() -> None:
             save(f"minimal_{args.verifier.replace('-', '_')}", minimal.run(data, limit=None if full else 30, verifier=args.verifier))
         else:
             save("minimal", minimal.run(data, limit=None if full else 30))
+    if "minimal_documents" in only:
+        from benchmarks import minimal_documents
+
+        # nothing tuned: MeVeConfig() over documents, compared with results/minimal.json's baselines
+        save("minimal_documents", minimal_documents.run(data, limit=None if full else 30))
     if "unanswerable" in only:
         from benchmarks import unanswerable
 

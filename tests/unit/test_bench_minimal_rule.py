@@ -18,3 +18,25 @@ def test_ratios_that_act_are_kept() -> None:
 def test_meveconfig_defaults_are_a_setting_of_the_grid() -> None:
     # The shipped default was chosen from the grid, so it must be one of its settings.
     assert acting(CONFIG_AT_START) in [acting(cfg) for cfg in GRID]
+
+
+def _dev(doc_rate: float, doc_tokens: float, flat_rate: float, flat_tokens: float) -> dict:
+    dev = {
+        "rule_metric": "answer_in_context",
+        "reference": {"answer_in_context": 0.9, "tokens": 500.0},
+        "meve_default": {"answer_in_context": doc_rate, "tokens": doc_tokens},
+        "flat_default": {"answer_in_context": flat_rate, "tokens": flat_tokens},
+    }
+    return {"datasets": {"squad": {"dev": dev}}}
+
+
+def test_dev_rule_between_documents_and_flat() -> None:
+    from benchmarks.report import _dev_rule_between
+
+    # Both meet the rule: fewer tokens wins.
+    assert _dev_rule_between(_dev(0.9, 200, 0.95, 300)).endswith("prefers MeVe over documents.")
+    # Only the flat default meets it: it wins despite more tokens.
+    assert _dev_rule_between(_dev(0.8, 200, 0.95, 300)).endswith("prefers the flat default.")
+    # Neither meets it: the smaller shortfall wins, then fewer tokens.
+    assert _dev_rule_between(_dev(0.7, 200, 0.8, 300)).endswith("prefers the flat default.")
+    assert _dev_rule_between(_dev(0.8, 300, 0.8, 200)).endswith("prefers the flat default.")

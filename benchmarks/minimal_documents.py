@@ -1,0 +1,108 @@
+"""Minimal context (issue 12) over documents: the same questions, corpora and targets as
+``benchmarks.minimal``, with MeVe built by ``MeVe.from_documents`` (hierarchical retrieval:
+documents first, then sentence windows inside them) instead of ``MeVe.from_texts``.
+
+Documents: on HotpotQA each paragraph (its title, its sentences); on SQuAD each article of the
+half (its title, its paragraphs). Every MeVe setting is ``MeVeConfig()`` as shipped and the
+document weights are ``meve.hierarchy.DEFAULT_DOC_WEIGHTS`` (chosen by ``benchmarks.hierarchical``
+on its own dev questions): nothing is tuned here. Dev rows are reported beside the flat default's
+dev rows, so the dev rule of ``benchmarks.minimal`` can compare the two; test rows are compared
+with the baselines that ``benchmarks.minimal`` measured on the same test questions
+(``results/minimal.json``), so that file must come from the same data.
+
+    python -m benchmarks.run --only minimal_documents [--data DIR]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import RESULTS, default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
+from benchmarks.hierarchical import SUMMARY_TOKENS, corpus_texts
+from benchmarks.minimal import RULE_METRIC, _timed, envelope_at, hotpot_sets, score, squad_sets
+from meve import MeVe, MeVeConfig, get_token_counter
+from meve.hierarchy import Document
+from meve.records import ContextResult
+
+
+def hotpot_documents(data: Path) -> dict[str, list[Document]]:
+    """The paragraphs of benchmarks.minimal's HotpotQA dev and test corpora, as documents."""
+    out = {}
+    for split, name in (("dev", "hotpot_dev_distractor_v1_first103.json"), ("test", "hotpot_dev_distractor_500_factoid.orig.json")):
+        docs: dict[str, str] = {}
+        for q in json.loads((data / "hotpotqa" / name).read_text()):
+            for title, sents in q["context"]:
+                docs.setdefault(title, " ".join(sents))
+        out[split] = [Document(t, t, x) for t, x in docs.items()]
+    return out
+
+
+def squad_documents(data: Path) -> dict[str, list[Document]]:
+    """The articles of benchmarks.minimal's SQuAD dev (tune half) and test corpora, as documents."""
+    articles = squad(data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz")
+    half = squad_dev_split([a["title"] for a in articles])
+    return {
+        split: [
+            Document(a["title"], a["title"].replace("_", " "), "\n\n".join(p["context"].strip() for p in a["paragraphs"]))
+            for a in articles
+            if half[a["title"]] == which
+        ]
+        for split, which in (("dev", "tune"), ("test", "test"))
+    }
+
+
+class _Counter:
+    """What ``benchmarks.minimal.score`` reads from its Bench: the token counter."""
+
+    def __init__(self) -> None:
+        self.counter = get_token_counter()
+
+
+def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    flat = json.loads((RESULTS / "minimal.json").read_text())
+    li, disk = default_verifier()
+    emb = embedder()
+    counted = _Counter()
+    questions = {"hotpotqa": hotpot_sets(data), "squad": squad_sets(data, squad_questions)}
+    documents = {"hotpotqa": hotpot_documents(data), "squad": squad_documents(data)}
+    cfg = MeVeConfig()
+    knobs = ("tau", "cut", "n_min", "prune", "k_docs", "passage_tokens", "t_max")
+    out: dict[str, Any] = {"protocol": __doc__.split("\n\n")[0:2], "config": {k: getattr(cfg, k) for k in knobs}}
+    out["datasets"] = {}
+    for name in questions:
+        rows: dict[str, Any] = {}
+        for split in ("dev", "test"):
+            qs = questions[name][split][2][:limit]
+            docs = documents[name][split]
+            prime(li, corpus_texts(docs, cfg.passage_tokens) + [q["question"] for q in qs], "minimal_documents")
+            disk.save(li.cache)
+            m = MeVe.from_documents(docs, embedder=emb, scorer=li_verifier(li), summary_tokens=SUMMARY_TOKENS)
+            kept: list[ContextResult] = []
+
+            def system(q: str, m: MeVe = m, kept: list[ContextResult] = kept) -> tuple[list[str], str]:
+                r = m.run(q)
+                kept.append(r)
+                return [d.id for d in r.documents], r.context
+
+            row = score(counted, qs, _timed(system, qs))  # type: ignore[arg-type]
+            row["verify_ms_p50"] = round(pct([r.phase("verify").ms for r in kept], 50), 2)
+            rows[split] = {"documents": len(docs), "questions": len(qs), "meve_default": row}  # keys as benchmarks.minimal writes them
+            m.close()
+            print(f"minimal_documents: {name} {split} {row} at {time.perf_counter() - t_start:.0f}s", flush=True)
+        f_dev, f_test = flat["datasets"][name]["dev"], flat["datasets"][name]["test"]
+        metric = RULE_METRIC[name]
+        flat_default_dev = next(g for g in f_dev["meve_grid"] if all(g[k] == v for k, v in flat["default"]["config"].items()))
+        rows["dev"].update({"reference": f_dev["reference"], "flat_default": flat_default_dev, "rule_metric": metric})
+        mine = rows["test"]["meve_default"]
+        above = {s: round(mine["answer_in_context"] - envelope_at(r, mine["tokens"]), 4) for s, r in f_test["sweeps"].items()}
+        rows["test"].update({"reference": f_test["reference"], "flat_default": f_test["meve_default"], "default_above_envelope_by": above})
+        out["datasets"][name] = rows
+    emb.save()
+    disk.save(li.cache)
+    out["flat_results_date"] = flat["date"]
+    out["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+    return out
