@@ -7,7 +7,7 @@ import os
 import platform
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,35 @@ def answer_in(answers: Sequence[str], context: str) -> bool:
     in "not", nor "Ann" in "annual" (a plain substring test counted both)."""
     ctx = answer_tokens(context)
     return any(a.strip() and answer_tokens(a) in ctx for a in answers)
+
+
+# The MeVeConfig fields benchmarks.minimal's grid varies (and that its results report).
+MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "n_min", "prune", "prune_ratio")
+
+Rows = Mapping[str, Mapping[str, Any]]  # one option's dev row per dataset
+
+
+def dev_gaps(rows: Rows, refs: Rows, metric: Mapping[str, str]) -> dict[str, float]:
+    """Per dataset: the option's rule metric minus the reference's."""
+    return {n: float(rows[n][metric[n]] - refs[n][metric[n]]) for n in rows}
+
+
+def dev_token_ratio(rows: Rows, refs: Rows) -> float:
+    """The option's mean token ratio to the references over the datasets."""
+    return float(np.mean([rows[n]["tokens"] / refs[n]["tokens"] for n in rows]))
+
+
+def default_rule(options: Sequence[Rows], refs: Rows, metric: Mapping[str, str], tolerance: float = 0.01) -> tuple[int, bool]:
+    """benchmarks.minimal's rule for MeVe's default, over options given as dev rows per dataset:
+    among those within ``tolerance`` of the reference on every dataset, the smallest token ratio;
+    if none is, the one whose worse gap is smallest (then the smallest ratio). Returns the chosen
+    index and whether it met the rule."""
+    worst = [min(dev_gaps(o, refs, metric).values()) for o in options]
+    ratio = [dev_token_ratio(o, refs) for o in options]
+    meets = [i for i, w in enumerate(worst) if w >= -tolerance]
+    if meets:
+        return min(meets, key=lambda i: ratio[i]), True
+    return max(range(len(options)), key=lambda i: (worst[i], -ratio[i])), False
 
 
 def acting(cfg: dict[str, Any]) -> dict[str, Any]:

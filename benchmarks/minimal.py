@@ -33,7 +33,21 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import acting, answer_in, default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
+from benchmarks.common import (
+    MEVE_KNOBS,
+    acting,
+    answer_in,
+    default_rule,
+    default_verifier,
+    dev_gaps,
+    dev_token_ratio,
+    embedder,
+    li_verifier,
+    pct,
+    prime,
+    squad,
+    squad_dev_split,
+)
 from benchmarks.quality import wikipedia_corpus
 from meve import MeVe, MeVeConfig, get_token_counter
 from meve.chunking import sentence_spans
@@ -41,6 +55,7 @@ from meve.cross_encoder import SHIPPED, MeveCrossEncoder
 from meve.fusion import rrf
 from meve.models import Verifier, make_verifier
 from meve.records import ContextResult
+from meve.tokens import TokenCounter
 from meve.verifier import LateInteractionScorer
 
 SEP = "\n\n"
@@ -60,7 +75,7 @@ GRID: list[dict[str, Any]] = [
     )
 ]
 # What MeVeConfig() ships when the run starts, reported on test beside the new dev choice.
-CONFIG_AT_START = {k: getattr(MeVeConfig(), k) for k in GRID[0]}
+CONFIG_AT_START = {k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS}
 RULE_METRIC = {"hotpotqa": "sent_recall", "squad": "answer_in_context"}  # on dev; see the module docstring
 PAPER = {"candidates": "dense", "tau": 0.5, "cut": "none", "n_min": 3, "prune": "none"}  # the MeVe paper's phases, t_max 512
 
@@ -80,17 +95,31 @@ def _hotpot_questions(raw: list[dict[str, Any]]) -> list[Question]:
     return out
 
 
-def _hotpot_corpus(raw: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def hotpot_paragraphs(raw: list[dict[str, Any]]) -> dict[str, str]:
+    """Every paragraph the questions come with: title -> its sentences joined (first copy wins)."""
     paras: dict[str, str] = {}
     for q in raw:
         for title, sents in q["context"]:
-            paras.setdefault(title, f"{title}: {' '.join(sents)}")  # as benchmarks.quality builds it (cached embeddings)
-    return list(paras), list(paras.values())
+            paras.setdefault(title, " ".join(sents))
+    return paras
+
+
+def _hotpot_corpus(raw: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    paras = hotpot_paragraphs(raw)
+    return list(paras), [f"{t}: {x}" for t, x in paras.items()]  # as benchmarks.quality builds it (cached embeddings)
+
+
+def hotpot_raw(data: Path) -> dict[str, list[dict[str, Any]]]:
+    """The two HotpotQA files: "dev" the first 103 (all of their paragraphs are the dev corpus), "test" the 500."""
+    return {
+        "dev": json.loads((data / "hotpotqa" / "hotpot_dev_distractor_v1_first103.json").read_text()),
+        "test": json.loads((data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").read_text()),
+    }
 
 
 def hotpot_sets(data: Path) -> dict[str, tuple[list[str], list[str], list[Question]]]:
-    test = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").read_text())
-    first = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_v1_first103.json").read_text())
+    raw = hotpot_raw(data)
+    test, first = raw["test"], raw["dev"]
     in_test = {q["_id"] for q in test}
     dev = [q for q in first if q["_id"] not in in_test]
     # Only 12 of the 103 are not in the 500. Their corpus is all 103 questions' paragraphs, so
@@ -157,10 +186,10 @@ def _timed(fn: Callable[[str], tuple[list[str], str]], questions: Sequence[Quest
     return out
 
 
-def score(b: Bench, questions: Sequence[Question], runs: Sequence[tuple[list[str], str, float]]) -> dict[str, float]:
+def score(counter: TokenCounter, questions: Sequence[Question], runs: Sequence[tuple[list[str], str, float]]) -> dict[str, Any]:
     tokens, answer, sent, empty, ms = [], [], [], [], []
     for q, (ids, ctx, t) in zip(questions, runs, strict=True):
-        tokens.append(b.counter.count(ctx))
+        tokens.append(counter.count(ctx))
         if q["answers"]:
             answer.append(answer_in(q["answers"], ctx))
         if "sup_sents" in q:
@@ -204,9 +233,9 @@ def baseline_sweeps(b: Bench, questions: Sequence[Question]) -> dict[str, list[d
 
     sweeps: dict[str, list[dict[str, Any]]] = {"dense": [], "bm25": [], "hybrid_rrf": [], "langchain_embeddings_filter": [], "llamaindex_similarity_cutoff": []}
     for k in range(1, 11):
-        sweeps["dense"].append({"k": k, **score(b, questions, _timed(lambda q, k=k: b.topk([i for i, _ in b.dense(q, k)]), questions))})
-        sweeps["bm25"].append({"k": k, **score(b, questions, _timed(lambda q, k=k: b.topk([i for i, _ in b.bm25(q, k)]), questions))})
-        sweeps["hybrid_rrf"].append({"k": k, **score(b, questions, _timed(lambda q, k=k: b.topk(hybrid(q, k)), questions))})
+        sweeps["dense"].append({"k": k, **score(b.counter, questions, _timed(lambda q, k=k: b.topk([i for i, _ in b.dense(q, k)]), questions))})
+        sweeps["bm25"].append({"k": k, **score(b.counter, questions, _timed(lambda q, k=k: b.topk([i for i, _ in b.bm25(q, k)]), questions))})
+        sweeps["hybrid_rrf"].append({"k": k, **score(b.counter, questions, _timed(lambda q, k=k: b.topk(hybrid(q, k)), questions))})
     lc_embeddings = MeVeEmbeddings(b.emb)
     for threshold in np.round(np.arange(0.20, 0.81, 0.05), 2).tolist():
         ef = EmbeddingsFilter(embeddings=lc_embeddings, similarity_threshold=threshold, k=None)
@@ -222,8 +251,8 @@ def baseline_sweeps(b: Bench, questions: Sequence[Question]) -> dict[str, list[d
             kept = sp.postprocess_nodes(nodes, query_str=q)
             return [n.node.node_id for n in kept], SEP.join(n.node.get_content() for n in kept)
 
-        sweeps["langchain_embeddings_filter"].append({"similarity_threshold": threshold, **score(b, questions, _timed(lc, questions))})
-        sweeps["llamaindex_similarity_cutoff"].append({"similarity_cutoff": threshold, **score(b, questions, _timed(li, questions))})
+        sweeps["langchain_embeddings_filter"].append({"similarity_threshold": threshold, **score(b.counter, questions, _timed(lc, questions))})
+        sweeps["llamaindex_similarity_cutoff"].append({"similarity_cutoff": threshold, **score(b.counter, questions, _timed(li, questions))})
     return sweeps
 
 
@@ -299,32 +328,19 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
         print(f"minimal: {name} dev, {len(qs)} questions over {len(texts)} passages", flush=True)
         dev_sweeps[name] = baseline_sweeps(b, qs)
         dev_refs[name] = dev_sweeps[name]["dense"][reference_k[name] - 1]
-        dev_grid[name] = [{**cfg, **score(b, qs, _timed(meve_system(b, cfg), qs))} for cfg in GRID]
+        dev_grid[name] = [{**cfg, **score(b.counter, qs, _timed(meve_system(b, cfg), qs))} for cfg in GRID]
         disk.save(li.cache)
         print(f"minimal: {name} dev done at {time.perf_counter() - t_start:.0f}s", flush=True)
 
     # MeVe's default: one setting for both datasets, by the rule in the module docstring.
-    def gap(n: str, i: int) -> float:
-        return float(dev_grid[n][i][RULE_METRIC[n]] - dev_refs[n][RULE_METRIC[n]])
-
-    def meets(i: int) -> bool:
-        return all(gap(n, i) >= -0.01 for n in datasets)
-
-    def ratio(i: int) -> float:
-        return float(np.mean([dev_grid[n][i]["tokens"] / dev_refs[n]["tokens"] for n in datasets]))
-
-    candidates = [i for i in range(len(GRID)) if meets(i)]
-
-    def shortfall(i: int) -> float:
-        return min(gap(n, i) for n in datasets)
-
-    chosen = min(candidates, key=ratio) if candidates else max(range(len(GRID)), key=lambda i: (shortfall(i), -ratio(i)))
+    options = [{n: dev_grid[n][i] for n in datasets} for i in range(len(GRID))]
+    chosen, met = default_rule(options, dev_refs, RULE_METRIC)
     default = GRID[chosen]
     out["default"] = {
         "config": default,
-        "met_rule_on_both_dev_sets": bool(candidates),
-        "dev_token_ratio": round(ratio(chosen), 4),
-        "dev_gap_to_reference": {n: round(gap(n, chosen), 4) for n in datasets},
+        "met_rule_on_both_dev_sets": met,
+        "dev_token_ratio": round(dev_token_ratio(options[chosen], dev_refs), 4),
+        "dev_gap_to_reference": {n: round(g, 4) for n, g in dev_gaps(options[chosen], dev_refs, RULE_METRIC).items()},
         "rule_metric": RULE_METRIC,
     }
     print(f"minimal: default chosen on dev: {default}", flush=True)
@@ -338,15 +354,15 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
         sweeps = baseline_sweeps(b, qs)
         ref = sweeps["dense"][reference_k[name] - 1]
         kept: list[ContextResult] = []
-        meve_default = score(b, qs, _timed(meve_system(b, default, kept), qs))
-        paper = score(b, qs, _timed(meve_system(b, PAPER), qs))
-        top20 = score(b, qs, _timed(lambda q, b=b: b.topk([i for i, _ in b.dense(q, 20)]), qs))
+        meve_default = score(b.counter, qs, _timed(meve_system(b, default, kept), qs))
+        paper = score(b.counter, qs, _timed(meve_system(b, PAPER), qs))
+        top20 = score(b.counter, qs, _timed(lambda q, b=b: b.topk([i for i, _ in b.dense(q, 20)]), qs))
         # MeVe's curve on test: the default's cut and n_min with every pruning setting of the grid (a sweep, nothing picked here).
         curve = [cfg for cfg in GRID if all(cfg[k] == default[k] for k in ("candidates", "tau", "cut", "cut_ratio", "n_min"))]
         test_grid = []
         for cfg in curve:
             results: list[ContextResult] = []
-            row = {**cfg, **score(b, qs, _timed(meve_system(b, cfg, results), qs))}
+            row = {**cfg, **score(b.counter, qs, _timed(meve_system(b, cfg, results), qs))}
             row["prune_ms_p50"] = round(pct([r.phase("prune").ms for r in results], 50), 2)
             if cfg["prune"] != "none":
                 row["pronouns"] = pronoun_failures(b, results)
@@ -372,7 +388,7 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
             "verify_ms_p50": round(pct([r.phase("verify").ms for r in kept], 50), 2),
         }
         if config_changed:
-            test["meve_config_defaults"] = {"config": acting(CONFIG_AT_START), **score(b, qs, _timed(meve_system(b, CONFIG_AT_START), qs))}
+            test["meve_config_defaults"] = {"config": acting(CONFIG_AT_START), **score(b.counter, qs, _timed(meve_system(b, CONFIG_AT_START), qs))}
         dev = {
             "questions": len(sets["dev"][2]),
             "passages": len(sets["dev"][1]),

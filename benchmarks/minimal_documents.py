@@ -20,45 +20,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import RESULTS, default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
-from benchmarks.hierarchical import SUMMARY_TOKENS, corpus_texts
-from benchmarks.minimal import RULE_METRIC, _timed, envelope_at, hotpot_sets, score, squad_sets
+from benchmarks.common import RESULTS, default_verifier, embedder, li_verifier, pct, prime, squad_dev_split
+from benchmarks.hierarchical import SUMMARY_TOKENS, corpus_texts, squad_articles
+from benchmarks.minimal import RULE_METRIC, _timed, envelope_at, hotpot_paragraphs, hotpot_raw, hotpot_sets, score, squad_sets
 from meve import MeVe, MeVeConfig, get_token_counter
 from meve.hierarchy import Document
 from meve.records import ContextResult
 
 
-def hotpot_documents(data: Path) -> dict[str, list[Document]]:
-    """The paragraphs of benchmarks.minimal's HotpotQA dev and test corpora, as documents."""
-    out = {}
-    for split, name in (("dev", "hotpot_dev_distractor_v1_first103.json"), ("test", "hotpot_dev_distractor_500_factoid.orig.json")):
-        docs: dict[str, str] = {}
-        for q in json.loads((data / "hotpotqa" / name).read_text()):
-            for title, sents in q["context"]:
-                docs.setdefault(title, " ".join(sents))
-        out[split] = [Document(t, t, x) for t, x in docs.items()]
-    return out
-
-
-def squad_documents(data: Path) -> dict[str, list[Document]]:
-    """The articles of benchmarks.minimal's SQuAD dev (tune half) and test corpora, as documents."""
-    articles = squad(data / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz")
-    half = squad_dev_split([a["title"] for a in articles])
-    return {
-        split: [
-            Document(a["title"], a["title"].replace("_", " "), "\n\n".join(p["context"].strip() for p in a["paragraphs"]))
-            for a in articles
-            if half[a["title"]] == which
-        ]
-        for split, which in (("dev", "tune"), ("test", "test"))
-    }
-
-
-class _Counter:
-    """What ``benchmarks.minimal.score`` reads from its Bench: the token counter."""
-
-    def __init__(self) -> None:
-        self.counter = get_token_counter()
+def documents(data: Path) -> dict[str, dict[str, list[Document]]]:
+    """Per dataset and split, the documents over the corpora of benchmarks.minimal: HotpotQA's
+    paragraphs, and the articles of each SQuAD half (as benchmarks.hierarchical builds them)."""
+    hotpot = {split: [Document(t, t, x) for t, x in hotpot_paragraphs(raw).items()] for split, raw in hotpot_raw(data).items()}
+    articles, _, _ = squad_articles(data)
+    half = squad_dev_split([d.id for d in articles])
+    squad = {split: [d for d in articles if half[d.id] == which] for split, which in (("dev", "tune"), ("test", "test"))}
+    return {"hotpotqa": hotpot, "squad": squad}
 
 
 def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dict[str, Any]:
@@ -66,9 +43,9 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dic
     flat = json.loads((RESULTS / "minimal.json").read_text())
     li, disk = default_verifier()
     emb = embedder()
-    counted = _Counter()
+    counter = get_token_counter()
     questions = {"hotpotqa": hotpot_sets(data), "squad": squad_sets(data, squad_questions)}
-    documents = {"hotpotqa": hotpot_documents(data), "squad": squad_documents(data)}
+    docs_of = documents(data)
     for name, sets in questions.items():
         ours, theirs = len(sets["test"][2][:limit]), flat["datasets"][name]["test"]["questions"]
         if ours != theirs:  # a quick run against a full flat run (or the reverse) would compare other questions
@@ -81,7 +58,7 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dic
         rows: dict[str, Any] = {}
         for split in ("dev", "test"):
             qs = questions[name][split][2][:limit]
-            docs = documents[name][split]
+            docs = docs_of[name][split]
             prime(li, corpus_texts(docs, cfg.passage_tokens) + [q["question"] for q in qs], "minimal_documents")
             disk.save(li.cache)
             m = MeVe.from_documents(docs, embedder=emb, scorer=li_verifier(li), summary_tokens=SUMMARY_TOKENS)
@@ -92,7 +69,7 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dic
                 kept.append(r)
                 return [d.id for d in r.documents], r.context
 
-            row = score(counted, qs, _timed(system, qs))  # type: ignore[arg-type]
+            row = score(counter, qs, _timed(system, qs))
             row["verify_ms_p50"] = round(pct([r.phase("verify").ms for r in kept], 50), 2)
             rows[split] = {"documents": len(docs), "questions": len(qs), "meve_default": row}  # keys as benchmarks.minimal writes them
             m.close()

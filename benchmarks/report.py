@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.common import RESULTS, ROOT, acting
+from benchmarks.common import RESULTS, ROOT, acting, default_rule, dev_gaps, dev_token_ratio
 
 
 def _load() -> dict[str, Any]:
@@ -257,20 +257,17 @@ def _minimal_other_verifier(m: dict[str, Any], base: dict[str, Any]) -> list[str
 
 def _dev_rule_between(m: dict[str, Any]) -> str:
     """benchmarks.minimal's rule for the default, applied on dev to MeVe over documents and the flat default."""
-    stats = {}
-    for system in ("meve_default", "flat_default"):
-        gaps, ratios = [], []
-        for d in m["datasets"].values():
-            dev, metric = d["dev"], d["dev"]["rule_metric"]
-            gaps.append(dev[system][metric] - dev["reference"][metric])
-            ratios.append(dev[system]["tokens"] / dev["reference"]["tokens"])
-        stats[system] = (min(gaps) >= -0.01, min(gaps), sum(ratios) / len(ratios))
-    meets = [k for k, v in stats.items() if v[0]]
-    pool = meets or list(stats)
-    best = min(pool, key=lambda k: stats[k][2]) if meets else max(pool, key=lambda k: (round(stats[k][1], 6), -stats[k][2]))
-    name = {"meve_default": "MeVe over documents", "flat_default": "the flat default"}
-    parts = "; ".join(f"{name[k]}: worse dev gap {v[1]:+.4f}, mean dev token ratio {v[2]:.3f}" for k, v in stats.items())
-    return f"The minimal section's dev rule, applied to these two on dev ({parts}), prefers {name[best]}."
+    systems = {"meve_default": "MeVe over documents", "flat_default": "the flat default"}
+    dev = {n: d["dev"] for n, d in m["datasets"].items()}
+    refs = {n: x["reference"] for n, x in dev.items()}
+    metric = {n: x["rule_metric"] for n, x in dev.items()}
+    options = [{n: x[system] for n, x in dev.items()} for system in systems]
+    best, _ = default_rule(options, refs, metric)
+    parts = "; ".join(
+        f"{name}: worse dev gap {min(dev_gaps(o, refs, metric).values()):+.4f}, mean dev token ratio {dev_token_ratio(o, refs):.3f}"
+        for name, o in zip(systems.values(), options, strict=True)
+    )
+    return f"The minimal section's dev rule, applied to these two on dev ({parts}), prefers {list(systems.values())[best]}."
 
 
 def _minimal_documents(m: dict[str, Any], base: dict[str, Any]) -> list[str]:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import RESULTS, acting, answer_in, data_dir, machine, squad, squad_dev_split
+from benchmarks.common import MEVE_KNOBS, RESULTS, acting, answer_in, data_dir, machine, squad, squad_dev_split
 
 TAUS = (0.0, 0.05, 0.1, 0.2, 0.3)
 FLOORS = (0.0, 2.0, 4.0)
@@ -121,7 +121,7 @@ def run(data: Path, questions: int) -> dict[str, Any]:
     as_shipped = (shipped.fallback_tau, shipped.fallback_min_bm25)
     test_res = _split(test, questions, seed=12, grid=list(dict.fromkeys([OLD, picked, as_shipped])))
     rule = "lowest padded rate within 0.01 answer-in-context of the old rule, on tune; fallback_tau at most tau"
-    config = acting({k: getattr(shipped, k) for k in ("candidates", "tau", "cut", "cut_ratio", "n_min", "prune", "prune_ratio")})
+    config = acting({k: getattr(shipped, k) for k in MEVE_KNOBS})
     return {
         "meve_config": config,
         "shipped_rule": {"fallback_tau": as_shipped[0], "fallback_min_bm25": as_shipped[1]},
