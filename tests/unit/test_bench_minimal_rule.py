@@ -1,4 +1,4 @@
-"""The minimal-context benchmark compares MeVe settings by the knobs that act."""
+"""The minimal-context benchmark compares MeVe settings by the knobs that act, and picks a default by one rule."""
 
 from benchmarks.common import acting
 from benchmarks.minimal import CONFIG_AT_START, GRID
