@@ -749,11 +749,14 @@ def _cpus(res: dict[str, Any]) -> list[str]:
     """The sandbox has run on more than one CPU model (2 cores each); times compare only within one results file."""
     by_cpu: dict[str, list[str]] = {}
     for name, r in sorted(res.items()):
-        by_cpu.setdefault(str(r.get("machine", {}).get("cpu", "?")), []).append(name)
+        # A file whose parts are rerun apart (speed: bm25, verification, race) keeps each part's machine.
+        per_part = {k.removesuffix("_machine"): v for k, v in r.items() if k.endswith("_machine") and isinstance(v, dict)}
+        for part, mach in sorted(per_part.items()) or [("", r.get("machine", {}))]:
+            by_cpu.setdefault(str(mach.get("cpu", "?")), []).append(f"{name} ({part})" if part else name)
     if len(by_cpu) < 2:
         return []
-    parts = "; ".join(f"{cpu}: {', '.join(names)}" for cpu, names in by_cpu.items())
-    return [f"Results files by CPU (times compare only within one file, never across CPUs): {parts}."]
+    listing = "; ".join(f"{cpu}: {', '.join(names)}" for cpu, names in by_cpu.items())
+    return [f"Results files by CPU (times compare only within one file, never across CPUs): {listing}."]
 
 
 def write() -> None:
@@ -954,9 +957,11 @@ def write() -> None:
             "",
         ]
         race_rows = s["race"]["rows"]
-        build_keys = [k for k in race_rows[0] if k in ("passages", "measured", "rerun", "embed_s_uncached_or_cached") or "_build_" in k]
+        # Rows kept from older runs may lack newer keys; the per-phase dicts are in the targets above.
+        all_keys = list(dict.fromkeys(k for r in race_rows for k in r if not k.endswith("_phase_ms_p50")))
+        build_keys = [k for k in all_keys if k in ("passages", "measured", "cpu", "rerun", "embed_s_uncached_or_cached") or "_build_" in k]
         lines += _table(race_rows, build_keys)
-        lines += _table(race_rows, ["passages"] + [k for k in race_rows[0] if k not in build_keys])
+        lines += _table(race_rows, ["passages"] + [k for k in all_keys if k not in build_keys])
         lines += [
             f"BM25 backends (`{s.get('bm25_command', s['command'])}`): build, query, and a live corpus (one passage added, then a query). "
             'meve\'s default is `incremental` (README, "Dependencies beyond the named ones").',
