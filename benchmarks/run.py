@@ -125,12 +125,13 @@ def main() -> None:
         payload.update({f"{k}_command": previous.get(f"{k}_command", before[k]) for k in parts if k in previous})
         # ... and the machine: a part not rerun keeps the CPU it was measured on (save() stamps the file with today's).
         payload.update({f"{k}_machine": previous.get(f"{k}_machine", previous.get("machine")) for k in parts if k in previous})
+        here = machine()
         if "speed" in only or "bm25" in only:
             payload["bm25"] = speed.bm25_backends(data, [1_000, 10_000, 100_000] if full else [1_000, 10_000])
-            payload["bm25_command"], payload["bm25_machine"] = command, machine()
+            payload["bm25_command"], payload["bm25_machine"] = command, here
         if "speed" in only:
             payload["verification"] = speed.verification_cost(data, n_queries=20 if full else 5)
-            payload["verification_command"], payload["verification_machine"] = command, machine()
+            payload["verification_command"], payload["verification_machine"] = command, here
         if "speed" in only or "bm25" in only:
             save("speed", payload)  # the race below takes longest: keep what is measured so far
         if "speed" not in only and "race" not in only:
@@ -139,12 +140,12 @@ def main() -> None:
         sizes = [int(x) for x in args.race_sizes.split(",")] if args.race_sizes else ([1_000, 10_000, 100_000] if full else [1_000])
         race = speed.race(data, sizes, n_queries=20 if full else 5)
         for row in race["rows"]:
-            row["cpu"] = machine().get("cpu")  # rows of other sizes are kept, perhaps from another CPU
+            row["cpu"] = here.get("cpu")  # rows of other sizes are kept, perhaps from another CPU
         kept = [r for r in payload.get("race", {}).get("rows", []) if r["passages"] not in sizes]
         race["rows"] = sorted(kept + race["rows"], key=lambda r: r["passages"])
         race["not_run"] = sorted(n for n in [1_000, 10_000, 100_000] if n not in {r["passages"] for r in race["rows"]})
         payload["race"] = race
-        payload["race_command"], payload["race_machine"] = command, machine()
+        payload["race_command"], payload["race_machine"] = command, here
         save("speed", payload)
     report.write()
     print(f"done in {time.perf_counter() - t0:.0f}s; BENCHMARKS.md regenerated", flush=True)
