@@ -110,7 +110,7 @@ def answer_in(answers: Sequence[str], context: str) -> bool:
 
 
 # The MeVeConfig fields benchmarks.minimal's grid varies (and that its results report).
-MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "n_min", "prune", "prune_ratio")
+MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "n_min", "prune", "prune_ratio")
 
 Rows = Mapping[str, Mapping[str, Any]]  # one option's dev row per dataset
 

@@ -64,20 +64,22 @@ PRONOUN = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|them)\b", re
 
 # The MeVe settings tried on dev; t_max 512 is the ceiling throughout. prune="embedder" is not in
 # the grid: it runs MiniLM over every kept sentence per query (130+ ms p50 on this CPU in a first run).
+# Query coverage (MeVeConfig.coverage) joined on 2026-11-24 after a dev-only probe; to keep the
+# run's length, its three settings are tried with n_min 1 only (n_min 3 was never chosen).
 GRID: list[dict[str, Any]] = [
-    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": ratio, "n_min": n_min, "prune": prune, "prune_ratio": pr}
-    for cand, tau, (cut, ratio), n_min, (prune, pr) in itertools.product(
+    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": ratio, "coverage": cov, "n_min": n_min, "prune": prune, "prune_ratio": pr}
+    for cand, tau, (cut, ratio), (cov, n_min), (prune, pr) in itertools.product(
         ["dense", "hybrid"],
         [0.1, 0.3, 0.5],
         [("none", 0.5), ("gap", 0.5), ("ratio", 0.8)],
-        [1, 3],
+        [(0.0, 1), (0.0, 3), (0.1, 1), (0.2, 1), (0.3, 1)],
         [("none", 0.5), ("verifier", 0.3), ("verifier", 0.5), ("verifier", 0.7)],
     )
 ]
 # What MeVeConfig() ships when the run starts, reported on test beside the new dev choice.
 CONFIG_AT_START = {k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS}
 RULE_METRIC = {"hotpotqa": "sent_recall", "squad": "answer_in_context"}  # on dev; see the module docstring
-PAPER = {"candidates": "dense", "tau": 0.5, "cut": "none", "n_min": 3, "prune": "none"}  # the MeVe paper's phases, t_max 512
+PAPER = {"candidates": "dense", "tau": 0.5, "cut": "none", "coverage": 0.0, "n_min": 3, "prune": "none"}  # the MeVe paper's phases, t_max 512
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -358,7 +360,7 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
         paper = score(b.counter, qs, _timed(meve_system(b, PAPER), qs))
         top20 = score(b.counter, qs, _timed(lambda q, b=b: b.topk([i for i, _ in b.dense(q, 20)]), qs))
         # MeVe's curve on test: the default's cut and n_min with every pruning setting of the grid (a sweep, nothing picked here).
-        curve = [cfg for cfg in GRID if all(cfg[k] == default[k] for k in ("candidates", "tau", "cut", "cut_ratio", "n_min"))]
+        curve = [cfg for cfg in GRID if all(cfg[k] == default[k] for k in ("candidates", "tau", "cut", "cut_ratio", "coverage", "n_min"))]
         test_grid = []
         for cfg in curve:
             results: list[ContextResult] = []

@@ -74,6 +74,10 @@ class MeVeConfig:
         largest drop in this query's sorted scores (Adaptive-k), "ratio" those scoring
         >= cut_ratio x the best; "none" leaves tau alone. Works with any verifier.
     cut_ratio: the fraction of the best score that "ratio" keeps.
+    coverage: after tau and the cut (phase 2), a candidate left out is kept when it holds
+        query terms the kept passages lack, worth >= coverage of the query's weight (idf
+        within the candidates): the second half of "Are X and Y both ...?". Only when
+        something was verified; 0 turns it off. Works with any verifier.
     prune: sentence-level evidence pruning inside kept passages, after prioritisation:
         "verifier" scores each sentence with the verifier, "embedder" by cosine with the
         query (cheaper); "none" keeps passages whole.
@@ -106,6 +110,7 @@ class MeVeConfig:
     tau: float = 0.1
     cut: Cut = "none"
     cut_ratio: float = 0.8
+    coverage: float = 0.0
     n_min: int = 1
     fallback_k: int = 5
     fallback_tau: float = 0.1
@@ -130,6 +135,7 @@ class MeVeConfig:
         _float("tau", self.tau, 0.0, 1.0)
         _choice("cut", self.cut, CUTS)
         _float("cut_ratio", self.cut_ratio, 0.0, 1.0, low_open=True)
+        _float("coverage", self.coverage, 0.0, 1.0)
         _int("n_min", self.n_min, 0)
         _int("fallback_k", self.fallback_k, 0, 10_000)
         _float("fallback_tau", self.fallback_tau, 0.0, 1.0)

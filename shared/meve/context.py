@@ -17,9 +17,9 @@ from meve.budget import shrink_to_fit
 from meve.chunking import sentence_spans
 from meve.config import MeVeConfig
 from meve.errors import ConfigError
-from meve.lexical import IncrementalBM25, top_k
+from meve.lexical import IncrementalBM25, stemmed_tokenize, top_k
 from meve.models import Embedder, RelevanceScorer, Verifier, split_sizes
-from meve.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_budget, prune_sentences, verify
+from meve.phases import PhaseOutput, cover_query, drop_redundant, fallback, novelty_select, pack_budget, prune_sentences, verify
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.tokens import TokenCounter, count_many
 
@@ -183,6 +183,10 @@ def select_context(
         sc = verifier().scorer
         rel, scored = relevance_scores(sc, query, query_vec, candidates, cache)
         out = verify(candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio)
+        if cfg.coverage > 0.0:
+            scored_candidates = [p.with_(relevance=float(s)) for p, s in zip(candidates, rel, strict=True)]
+            term_sets = [frozenset(stemmed_tokenize(p.text)) for p in candidates]
+            out = cover_query(out, scored_candidates, stemmed_tokenize(query), term_sets, cfg.coverage)
         trace.record(
             "verify",
             candidates,
@@ -192,6 +196,7 @@ def select_context(
             verifier=sc.name,
             tau=cfg.tau,
             cut=cfg.cut,
+            coverage=cfg.coverage,
             pairs_scored=scored,
         )
     else:

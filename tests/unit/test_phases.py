@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from meve.phases import GAP_MARK, drop_redundant, fallback, head_threshold, novelty_select, pack_budget, prune_sentences, verify
+from meve.phases import GAP_MARK, cover_query, drop_redundant, fallback, head_threshold, novelty_select, pack_budget, prune_sentences, verify
 from meve.records import Passage
 
 
@@ -21,6 +21,61 @@ def test_verify_keeps_at_or_above_tau_sorted_and_does_not_mutate():
 def test_verify_rejects_mismatched_scores():
     with pytest.raises(ValueError, match="2 scores for 1"):
         verify((p("a"),), [0.1, 0.2], 0.5)
+
+
+def _cover(texts, rel, query, coverage, **verify_kw):
+    from meve.lexical import stemmed_tokenize
+
+    cands = tuple(Passage(id=pid, text=t) for pid, t in texts.items())
+    out = verify(cands, rel, **verify_kw)
+    scored = [c.with_(relevance=r) for c, r in zip(cands, rel, strict=True)]
+    return cover_query(out, scored, stemmed_tokenize(query), [frozenset(stemmed_tokenize(c.text)) for c in cands], coverage)
+
+
+TWO_THINGS = {
+    "tower": "Random House Tower is a 52-story tower in New York City used for offices and apartments.",
+    "avenue": "888 7th Avenue is an office skyscraper in Midtown Manhattan owned by a real estate trust.",
+    "imprint": "Villard is an imprint of Random House, the publisher based in New York City.",
+    "city": "New York City is the most populous city in the United States.",
+}
+TWO_THINGS_Q = "Are Random House Tower and 888 7th Avenue both used for real estate?"
+
+
+def test_coverage_keeps_the_passage_about_the_other_half_of_the_question():
+    out = _cover(TWO_THINGS, [0.9, 0.3, 0.05, 0.02], TWO_THINGS_Q, 0.2, tau=0.1, cut="ratio", cut_ratio=0.8)
+    assert [(c.id, c.source) for c in out.kept] == [("tower", "verified"), ("avenue", "covered")]
+    assert out.kept[1].relevance == 0.3  # its verifier score stays, so prioritisation ranks it as scored
+    assert set(out.info["covered"]["avenue"]["terms"]) >= {"888", "7th"} and out.info["covered"]["avenue"]["share"] >= 0.2
+    # Neither passage holding only terms the kept one already has is brought back, and none is both kept and dropped.
+    assert {d.id for d in out.dropped} == {"imprint", "city"} and out.info["cut"] == []
+    # Without coverage the same scores keep the first passage alone (the ratio cut drops the second).
+    plain = _cover(TWO_THINGS, [0.9, 0.3, 0.05, 0.02], TWO_THINGS_Q, 0.0, tau=0.1, cut="ratio", cut_ratio=0.8)
+    assert [c.id for c in plain.kept] == ["tower"] and "covered" not in plain.info
+
+
+def test_coverage_needs_a_share_of_the_query_and_something_verified():
+    # A high bar: "avenue" adds less than 90% of the query's weight, so nothing is added.
+    strict = _cover(TWO_THINGS, [0.9, 0.3, 0.05, 0.02], TWO_THINGS_Q, 0.9, tau=0.1, cut="ratio", cut_ratio=0.8)
+    assert [c.id for c in strict.kept] == ["tower"] and strict.info["covered"] == {}
+    # Nothing passed tau: coverage completes verified evidence and never stands in for it.
+    none = _cover(TWO_THINGS, [0.05, 0.04, 0.03, 0.02], TWO_THINGS_Q, 0.1, tau=0.1)
+    assert none.kept == () and "covered" not in none.info
+
+
+def test_coverage_gives_terms_every_candidate_shares_no_weight():
+    texts = {
+        "a": "Paris is the capital of France and its largest city.",
+        "b": "The Paris metro has sixteen lines; the capital also has trams.",
+        "c": "Paris hosted the Olympic Games in 1900, 1924 and 2024.",
+    }
+    # "paris" is in every candidate (idf ~0) and "capital" already covered by "a": "c" adds only "olymp".
+    out = _cover(texts, [0.9, 0.05, 0.04], "Paris capital Olympic", 0.3, tau=0.5)
+    assert [c.id for c in out.kept] == ["a", "c"] and out.info["covered"]["c"]["terms"] == ["olymp"]
+
+
+def test_coverage_rejects_mismatched_terms():
+    with pytest.raises(ValueError, match="1 term sets for 2 candidates"):
+        cover_query(verify((p("a"), p("b")), [0.9, 0.1], 0.5), [p("a"), p("b")], ["x"], [frozenset()], 0.2)
 
 
 def test_fallback_only_when_too_few_and_without_duplicates():

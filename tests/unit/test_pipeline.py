@@ -233,6 +233,20 @@ def test_the_fallback_does_not_bring_back_what_the_adaptive_cut_left_out():
     assert any("left outside the head by the adaptive cut" in d.reason for d in r.phase("fallback").dropped)
 
 
+def test_coverage_keeps_the_passage_for_the_part_of_the_query_the_verified_ones_miss():
+    m = build(config=MeVeConfig(k_init=6, tau=0.5, t_max=300, prioritisation="none"))
+    q = "Is the Eiffel Tower in Paris taller than Mount Everest?"
+    plain = m.run(q)
+    assert "doc-4" not in {d.id for d in plain.documents}  # Everest's passage scores 0.4 < tau against the whole query
+    r = m.run(q, coverage=0.2)
+    assert [(d.id, d.source) for d in r.documents if d.source == "covered"] == [("doc-4", "covered")]
+    verify = r.phase("verify")
+    assert verify.info["coverage"] == 0.2 and verify.info["covered"]["doc-4"]["terms"] == ["mount", "everest"]
+    assert "doc-4" in verify.kept and "doc-4" not in {d.id for d in verify.dropped}
+    # The Louvre's passage adds only "paris", which the verified ones already hold.
+    assert "doc-5" not in {d.id for d in r.documents}
+
+
 def test_unverified_fallback_passages_are_ranked_by_cosine_like_the_rest():
     m = build(config=MeVeConfig(k_init=1, verify=False, n_min=4, fallback_k=3, t_max=500, prioritisation="novelty"))
     r = m.run("Louvre museum Everest mountain Eiffel")
