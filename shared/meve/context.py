@@ -17,7 +17,7 @@ from meve.budget import shrink_to_fit
 from meve.chunking import sentence_spans
 from meve.config import MeVeConfig
 from meve.errors import ConfigError
-from meve.lexical import IncrementalBM25, stemmed_tokenize, top_k
+from meve.lexical import IncrementalBM25, stemmed_tokenize, terms_held, top_k
 from meve.models import Embedder, RelevanceScorer, Verifier, split_sizes
 from meve.phases import PhaseOutput, cover_query, drop_redundant, fallback, novelty_select, pack_budget, prune_sentences, verify
 from meve.records import ContextResult, Dropped, Passage, PhaseRecord
@@ -185,8 +185,8 @@ def select_context(
         out = verify(candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio)
         if cfg.coverage > 0.0:
             scored_candidates = [p.with_(relevance=float(s)) for p, s in zip(candidates, rel, strict=True)]
-            term_sets = [frozenset(stemmed_tokenize(p.text)) for p in candidates]
-            out = cover_query(out, scored_candidates, stemmed_tokenize(query), term_sets, cfg.coverage)
+            query_terms = stemmed_tokenize(query)
+            out = cover_query(out, scored_candidates, query_terms, terms_held(query_terms, [p.text for p in candidates]), cfg.coverage)
         trace.record(
             "verify",
             candidates,

@@ -38,6 +38,7 @@ __all__ = [
     "bm25_tokenize",
     "make_bm25",
     "stemmed_tokenize",
+    "terms_held",
     "top_k",
 ]
 
@@ -149,6 +150,42 @@ def stemmed_tokenize(text: str) -> list[str]:
                 _stems.clear()
                 _stems.update(zip(todo, stemmed, strict=True))
     return [_stems.get(w) or w for w in words]
+
+
+_WORD_AT = re.compile(r"\w*", re.UNICODE)
+# Snowball's irregular forms whose stem is not their first letters: "dying" -> "die".
+_IRREGULAR = {"die": "dy", "lie": "ly", "tie": "ty"}
+
+
+def terms_held(terms: Sequence[str], texts: Sequence[str]) -> list[frozenset[str]]:
+    """For each text, which of ``terms`` (stems, as :func:`stemmed_tokenize` gives them) it holds.
+
+    The same answer as stemming every word of every text, for a fraction of the cost (a query
+    has a few terms, a candidate hundreds of words): only the words that begin with a term less
+    its last letter are stemmed, and Snowball keeps that much of a word as its stem (y -> i and
+    a dropped e change only the last letter); the three irregular forms that break this ("dying" ->
+    "die", "lying", "tying") are searched for as well.
+    """
+    wanted = set(terms)
+    prefixes = {t[:-1] if len(t) > 1 else t for t in wanted} | {_IRREGULAR[t] for t in wanted if t in _IRREGULAR}
+    out = []
+    for text in texts:
+        low = text.lower()
+        held: set[str] = set()
+        for pre in prefixes:
+            i = low.find(pre)
+            while i != -1:
+                if i == 0 or not low[i - 1].isalnum() and low[i - 1] != "_":
+                    word = _WORD_AT.match(low, i).group()  # type: ignore[union-attr]  # \w* always matches
+                    stem = _stems.get(word)
+                    if stem is None:
+                        stemmed = stemmed_tokenize(word)
+                        stem = stemmed[0] if stemmed else ""
+                    if stem in wanted:
+                        held.add(stem)
+                i = low.find(pre, i + 1)
+        out.append(frozenset(held))
+    return out
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ import pytest
 
 from meve import ConfigError
 from meve.cli import demo_corpus
-from meve.lexical import BACKENDS, Bm25sBackend, IncrementalBM25, RankBM25Backend, make_bm25, top_k
+from meve.lexical import BACKENDS, Bm25sBackend, IncrementalBM25, RankBM25Backend, make_bm25, stemmed_tokenize, terms_held, top_k
 from tests.conftest import shared_data
 
 
@@ -49,3 +49,23 @@ def test_backends_by_name_and_unknown_name():
 def test_top_k_is_deterministic_and_skips_zero():
     assert top_k(np.array([0.0, 2.0, 2.0, 1.0]), 3) == [(1, 2.0), (2, 2.0), (3, 1.0)]
     assert top_k(np.array([0.0, 0.0]), 5) == []
+
+
+# Words whose Snowball stems change their ending (y -> i, dropped e, -ational -> -ate, doubled
+# consonants, irregular forms), beside digits, underscores and non-ASCII letters.
+TRICKY = (
+    "dying die dies lying lie tying tied happy happiness happily estate estates relational relate "
+    "hoping hope hopping hop running runs generously generous skies sky news early only gently "
+    "7th 888 avenue avenues used uses because user_id naïve naïvely café cafés Zürich zurich "
+    "agreed agree agreement nationality national nation die-hard re-used"
+).split()
+
+
+def test_terms_held_is_stemming_every_word_restricted_to_the_query_terms():
+    rng = random.Random(7)
+    for _ in range(300):
+        texts = [" ".join(rng.choice(TRICKY) + rng.choice(["", ",", ".", "'s", "!"]) for _ in range(rng.randint(0, 12))) for _ in range(5)]
+        query = stemmed_tokenize(" ".join(rng.sample(TRICKY, 4)))
+        expected = [frozenset(stemmed_tokenize(t)) & set(query) for t in texts]
+        assert terms_held(query, texts) == expected, (query, texts)
+    assert terms_held(["die", "7th"], ["Dying on the 7th day.", "diet", ""]) == [frozenset({"die", "7th"}), frozenset(), frozenset()]

@@ -236,7 +236,7 @@ def test_the_fallback_does_not_bring_back_what_the_adaptive_cut_left_out():
 def test_coverage_keeps_the_passage_for_the_part_of_the_query_the_verified_ones_miss():
     m = build(config=MeVeConfig(k_init=6, tau=0.5, t_max=300, prioritisation="none"))
     q = "Is the Eiffel Tower in Paris taller than Mount Everest?"
-    plain = m.run(q)
+    plain = m.run(q, coverage=0.0)
     assert "doc-4" not in {d.id for d in plain.documents}  # Everest's passage scores 0.4 < tau against the whole query
     r = m.run(q, coverage=0.2)
     assert [(d.id, d.source) for d in r.documents if d.source == "covered"] == [("doc-4", "covered")]
