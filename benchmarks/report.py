@@ -243,6 +243,12 @@ def _minimal_other_verifier(m: dict[str, Any], base: dict[str, Any]) -> list[str
             "with the rows above until it is rerun.",
             "",
         ]
+    if len(m["grid"]) != len(base["grid"]):
+        lines += [
+            f"Its dev grid is the one of its date ({len(m['grid'])} settings{'' if 'coverage' in m['grid'][0] else ', before query coverage joined'}), "
+            f"not the {len(base['grid'])} of the run above.",
+            "",
+        ]
     rows = []
     for name, d in m["datasets"].items():
         t, b = d["test"], base["datasets"][name]["test"]

@@ -15,9 +15,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ConfigError, InputError, MeVeConfig
-from meve.context import embed_passages, local_lexical, pack_context, select_context
+from meve.context import embed_passages, local_lexical, pack_context, select_context, verify_query
 from meve.models import Embedder, LazyModels, RelevanceScorer
-from meve.phases import drop_redundant, novelty_select, verify
+from meve.phases import drop_redundant, novelty_select
 from meve.records import Passage, check_query
 from meve.tokens import TokenCounter, count_many, get_token_counter
 
@@ -86,14 +86,18 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
 
 
 class RelevanceVerifier(_MeVeNodeProcessor):
-    """Keeps nodes whose verifier score is >= tau; if fewer than ``min_keep`` pass, the best of
-    the rest are kept too, marked ``meve_verified=False`` with a ``meve_note``."""
+    """Keeps nodes whose verifier score is >= tau, and with ``coverage`` the nodes that hold query
+    terms the kept ones lack (MeVeConfig.coverage); if fewer than ``min_keep`` are kept, the best
+    of the rest are kept too. Nodes kept but not verified say so: ``meve_verified=False`` with a
+    ``meve_note``."""
 
     tau: float = _DEFAULTS.tau
+    coverage: float = _DEFAULTS.coverage
     min_keep: int = _DEFAULTS.n_min
 
     def model_post_init(self, context: Any, /) -> None:
         _number("tau", self.tau, 0.0, 1.0)
+        _number("coverage", self.coverage, 0.0, 1.0)
         _count("min_keep", self.min_keep, 0)
 
     @classmethod
@@ -107,8 +111,15 @@ class RelevanceVerifier(_MeVeNodeProcessor):
         texts = [n.node.get_content() for n in nodes]
         scores = [float(s) for s in self._score().score(query, texts)]
         passages = tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts))
-        out = verify(passages, scores, self.tau)
-        result = [annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_verified=True) for p in out.kept]
+        out = verify_query(query, passages, scores, self.tau, coverage=self.coverage)
+        covered = out.info.get("covered", {})
+        result = []
+        for p in out.kept:
+            if p.id in covered:
+                note = f"kept for query coverage: adds {', '.join(covered[p.id]['terms'])}"
+                result.append(annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_verified=False, meve_note=note))
+            else:
+                result.append(annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_verified=True))
         if len(result) < self.min_keep:
             rest = sorted(out.dropped, key=lambda d: -(d.score or 0.0))[: self.min_keep - len(result)]
             note = f"kept to reach min_keep={self.min_keep}: only {len(out.kept)} passed tau={self.tau}"

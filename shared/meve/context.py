@@ -32,6 +32,7 @@ __all__ = [
     "pack_context",
     "relevance_scores",
     "select_context",
+    "verify_query",
 ]
 
 PhaseCallback = Callable[[PhaseRecord], None]
@@ -152,6 +153,19 @@ def local_lexical(passages: Sequence[Passage]) -> LexicalSearch:
     return search
 
 
+def verify_query(
+    query: str, candidates: Sequence[Passage], scores: Sequence[float], tau: float, *, cut: str = "none", cut_ratio: float = 0.5, coverage: float = 0.0
+) -> PhaseOutput:
+    """Phase 2 in full: :func:`~meve.phases.verify` (tau and the adaptive cut), then, with
+    ``coverage`` > 0, :func:`~meve.phases.cover_query` over the query's stemmed terms."""
+    out = verify(candidates, scores, tau, cut=cut, cut_ratio=cut_ratio)
+    if coverage <= 0.0:
+        return out
+    scored = [p.with_(relevance=float(s)) for p, s in zip(candidates, scores, strict=True)]
+    terms = stemmed_tokenize(query)
+    return cover_query(out, scored, terms, terms_held(terms, [p.text for p in candidates]), coverage)
+
+
 def select_context(
     query: str,
     candidates: Sequence[Passage],
@@ -182,11 +196,7 @@ def select_context(
     if cfg.verify and candidates:
         sc = verifier().scorer
         rel, scored = relevance_scores(sc, query, query_vec, candidates, cache)
-        out = verify(candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio)
-        if cfg.coverage > 0.0:
-            scored_candidates = [p.with_(relevance=float(s)) for p, s in zip(candidates, rel, strict=True)]
-            query_terms = stemmed_tokenize(query)
-            out = cover_query(out, scored_candidates, query_terms, terms_held(query_terms, [p.text for p in candidates]), cfg.coverage)
+        out = verify_query(query, candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio, coverage=cfg.coverage)
         trace.record(
             "verify",
             candidates,

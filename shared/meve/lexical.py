@@ -175,7 +175,7 @@ def terms_held(terms: Sequence[str], texts: Sequence[str]) -> list[frozenset[str
         for pre in prefixes:
             i = low.find(pre)
             while i != -1:
-                if i == 0 or not low[i - 1].isalnum() and low[i - 1] != "_":
+                if i == 0 or (not low[i - 1].isalnum() and low[i - 1] != "_"):
                     word = _WORD_AT.match(low, i).group()  # type: ignore[union-attr]  # \w* always matches
                     stem = _stems.get(word)
                     if stem is None:

@@ -95,6 +95,19 @@ def test_postprocessors_work_with_the_offline_defaults():
         assert out and all(isinstance(n, NodeWithScore) for n in out)
 
 
+def test_relevance_verifier_keeps_the_node_for_the_other_half_of_the_question(chroma_index, minilm):
+    q = "Which came first, the penny-farthing or the Tour de France?"
+    nodes = _nodes(chroma_index, q)
+    scorer = BiEncoderScorer(minilm)
+    plain = RelevanceVerifier(tau=0.8, coverage=0.0, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    covered = RelevanceVerifier(tau=0.8, coverage=0.2, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    verified = {n.node.node_id for n in plain}
+    added = [n for n in covered if n.node.metadata["meve_verified"] is False]
+    assert verified and {n.node.node_id for n in covered} - verified == {n.node.node_id for n in added} != set()
+    assert all(n.node.metadata["meve_note"].startswith("kept for query coverage: adds ") for n in added)
+    assert {"penny-farthing", "tour"} <= {n.node.node_id for n in covered}
+
+
 def test_query_engine_with_meve_postprocessor_and_async(chroma_index, minilm):
     pp = MeVePostprocessor(t_max=100, embedder=minilm, scorer=BiEncoderScorer(minilm))
     engine = chroma_index.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=10, node_postprocessors=[pp])
