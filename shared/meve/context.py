@@ -161,9 +161,8 @@ def verify_query(
     out = verify(candidates, scores, tau, cut=cut, cut_ratio=cut_ratio)
     if coverage <= 0.0:
         return out
-    scored = [p.with_(relevance=float(s)) for p, s in zip(candidates, scores, strict=True)]
     terms = stemmed_tokenize(query)
-    return cover_query(out, scored, terms, terms_held(terms, [p.text for p in candidates]), coverage)
+    return cover_query(out, candidates, scores, terms, terms_held(terms, [p.text for p in candidates]), coverage)
 
 
 def select_context(

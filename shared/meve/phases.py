@@ -77,40 +77,43 @@ def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float, *
     return PhaseOutput(tuple(kept), tuple(dropped), info)
 
 
-def cover_query(out: PhaseOutput, scored: Sequence[Passage], query_terms: Sequence[str], terms: Sequence[frozenset[str]], coverage: float) -> PhaseOutput:
+def cover_query(
+    out: PhaseOutput, candidates: Sequence[Passage], scores: Sequence[float], query_terms: Sequence[str], terms: Sequence[frozenset[str]], coverage: float
+) -> PhaseOutput:
     """Phase 2, after tau and the cut: complete the verified passages' coverage of the query.
 
     A verifier scores each passage against the whole query, so for a question about two things
     ("Are X and Y both ...?") the passage about the second scores low and is cut. Walking the
     candidates the verifier left out, best first, one is kept when it holds query terms the
-    kept passages lack, worth >= ``coverage`` of the query's weight. A term's weight is its idf
-    within the candidates (``terms``: each scored candidate's terms, in order), so a term every
-    candidate shares adds next to nothing; query terms no candidate holds carry no weight.
+    kept passages lack, worth >= ``coverage`` of the query's weight. ``terms``: the query terms
+    each candidate holds, in order; ``scores``: the verifier's, as :func:`verify` got them. A
+    term's weight is its idf within the candidates, so a term every candidate shares adds next to
+    nothing; query terms no candidate holds carry no weight.
     Nothing is added when nothing was verified: coverage completes evidence, it does not stand
     in for it (that is the fallback's job). Covered passages keep their relevance, with source
     "covered"; ``info["covered"]`` maps each to the terms it added and their share.
     """
-    if len(terms) != len(scored):
-        raise ValueError(f"cover_query got {len(terms)} term sets for {len(scored)} candidates")
+    if not len(terms) == len(scores) == len(candidates):
+        raise ValueError(f"cover_query got {len(terms)} term sets and {len(scores)} scores for {len(candidates)} candidates")
     if coverage <= 0.0 or not out.kept:
         return out
-    n = len(scored)
+    n = len(candidates)
     df = {t: sum(t in ts for ts in terms) for t in dict.fromkeys(query_terms)}
     weight = {t: float(np.log1p((n - d + 0.5) / (d + 0.5))) for t, d in df.items() if d > 0}
     total = sum(weight.values())
     if total <= 0.0:
         return out
     kept_ids = {p.id for p in out.kept}
-    covered = {t for t in weight if any(t in ts for p, ts in zip(scored, terms, strict=True) if p.id in kept_ids)}
-    rest = sorted((i for i, p in enumerate(scored) if p.id not in kept_ids), key=lambda i: -scored[i].score)
+    covered = {t for t in weight if any(t in ts for p, ts in zip(candidates, terms, strict=True) if p.id in kept_ids)}
+    rest = sorted((i for i, p in enumerate(candidates) if p.id not in kept_ids), key=lambda i: -float(scores[i]))
     added: dict[str, Passage] = {}
     info: dict[str, dict[str, Any]] = {}
     for i in rest:
         new = [t for t in weight if t in terms[i] and t not in covered]
         share = sum(weight[t] for t in new) / total
         if new and share >= coverage:
-            added[scored[i].id] = scored[i].with_(source="covered")
-            info[scored[i].id] = {"terms": new, "share": round(share, 4)}
+            added[candidates[i].id] = candidates[i].with_(relevance=float(scores[i]), source="covered")
+            info[candidates[i].id] = {"terms": new, "share": round(share, 4)}
             covered.update(new)
     if not added:
         return PhaseOutput(out.kept, out.dropped, {**out.info, "covered": {}})

@@ -28,8 +28,7 @@ def _cover(texts, rel, query, coverage, **verify_kw):
 
     cands = tuple(Passage(id=pid, text=t) for pid, t in texts.items())
     out = verify(cands, rel, **verify_kw)
-    scored = [c.with_(relevance=r) for c, r in zip(cands, rel, strict=True)]
-    return cover_query(out, scored, stemmed_tokenize(query), [frozenset(stemmed_tokenize(c.text)) for c in cands], coverage)
+    return cover_query(out, cands, rel, stemmed_tokenize(query), [frozenset(stemmed_tokenize(c.text)) for c in cands], coverage)
 
 
 TWO_THINGS = {
@@ -74,8 +73,8 @@ def test_coverage_gives_terms_every_candidate_shares_no_weight():
 
 
 def test_coverage_rejects_mismatched_terms():
-    with pytest.raises(ValueError, match="1 term sets for 2 candidates"):
-        cover_query(verify((p("a"), p("b")), [0.9, 0.1], 0.5), [p("a"), p("b")], ["x"], [frozenset()], 0.2)
+    with pytest.raises(ValueError, match="1 term sets and 2 scores for 2 candidates"):
+        cover_query(verify((p("a"), p("b")), [0.9, 0.1], 0.5), [p("a"), p("b")], [0.9, 0.1], ["x"], [frozenset()], 0.2)
 
 
 def test_fallback_only_when_too_few_and_without_duplicates():
