@@ -151,6 +151,16 @@ def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
     assert len(few) == 2 and all(d.metadata["meve_source"] == "fallback" for d in few)
 
 
+def test_compressor_marks_what_query_coverage_adds(minilm):
+    docs = [Document(page_content=p["text"], id=p["id"]) for p in demo_corpus()["passages"]]
+    q = "Who built the draisine and who developed the pneumatic tyre?"
+    plain = MeVeCompressor(embedder=minilm, tau=0.85, coverage=0.0, prioritisation="none").compress_documents(docs, q)
+    covered = MeVeCompressor(embedder=minilm, tau=0.85, coverage=0.1, prioritisation="none").compress_documents(docs, q)
+    assert [d.metadata["meve_source"] for d in plain] == ["verified"]
+    added = [d for d in covered if d.metadata["meve_source"] == "covered"]
+    assert len(added) == 1 and added[0].id.startswith("draisine") and added[0].metadata["meve_score"] < 0.85
+
+
 def test_compressor_defaults_work_with_no_arguments():
     out = MeVeCompressor().compress_documents([Document(page_content=t) for t in TEXTS[:6]], "Who built the draisine?")
     assert out and out[0].page_content.startswith(("The first two-wheeled", "In 1817", "Karl Drais"))
