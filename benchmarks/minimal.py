@@ -360,7 +360,7 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
         paper = score(b.counter, qs, _timed(meve_system(b, PAPER), qs))
         top20 = score(b.counter, qs, _timed(lambda q, b=b: b.topk([i for i, _ in b.dense(q, 20)]), qs))
         # MeVe's curve on test: the default's cut and n_min with every pruning setting of the grid (a sweep, nothing picked here).
-        curve = [cfg for cfg in GRID if all(cfg[k] == default[k] for k in ("candidates", "tau", "cut", "cut_ratio", "coverage", "n_min"))]
+        curve = [cfg for cfg in GRID if all(cfg[k] == default[k] for k in MEVE_KNOBS if not k.startswith("prune"))]
         test_grid = []
         for cfg in curve:
             results: list[ContextResult] = []

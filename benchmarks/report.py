@@ -304,12 +304,13 @@ def _minimal_documents(m: dict[str, Any], base: dict[str, Any]) -> list[str]:
 
 def _minimal_section(m: dict[str, Any]) -> list[str]:
     cfg = m["default"]["config"]
+    coverage = "coverage" in m["grid"][0]  # runs before 2026-11-24 did not try query coverage
     lines = [
         f"## Minimal context: MeVe against the top-k frontier at equal tokens (`{m['command']}`)",
         "",
         *m["protocol"],
         "",
-        f"MeVe settings tried on dev: {len(m['grid'])} (candidates x tau x adaptive cut x {'query coverage and ' if 'coverage' in m['grid'][0] else ''}n_min x sentence pruning; t_max 512 is a ceiling). "
+        f"MeVe settings tried on dev: {len(m['grid'])} (candidates x tau x adaptive cut x {'query coverage and ' if coverage else ''}n_min x sentence pruning; t_max 512 is a ceiling). "
         f"Chosen on dev: {', '.join(f'{k}={v!r}' for k, v in cfg.items())} "
         f"({'meets' if m['default']['met_rule_on_both_dev_sets'] else 'does NOT meet'} the rule on both dev sets; mean dev token ratio {m['default']['dev_token_ratio']:.2f}"
         + "".join(
@@ -352,7 +353,7 @@ def _minimal_section(m: dict[str, Any]) -> list[str]:
         rows.append({"system": "dense top-20, unfiltered (the paper's standard)", "setting": "", **t["dense_top20_unfiltered"]})
         lines += _table(rows)
         lines += [
-            f"MeVe default's verify phase p50: {t['verify_ms_p50']} ms (first pass). MeVe on test with the default's candidates, tau, cut, {'coverage ' if 'coverage' in m['grid'][0] else ''}and n_min and every",
+            f"MeVe default's verify phase p50: {t['verify_ms_p50']} ms (first pass). MeVe on test with the default's candidates, tau, cut, {'coverage ' if coverage else ''}and n_min and every",
             "pruning setting tried (a sweep; nothing is picked here). Pronoun check: of the pruned passages whose kept text holds a third-person",
             "pronoun, how many kept neither their first sentence nor their title (a proxy for a pronoun left without its subject).",
             "",

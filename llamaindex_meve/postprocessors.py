@@ -113,18 +113,19 @@ class RelevanceVerifier(_MeVeNodeProcessor):
         passages = tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts))
         out = verify_query(query, passages, scores, self.tau, coverage=self.coverage)
         covered = out.info.get("covered", {})
-        result = []
-        for p in out.kept:
-            if p.id in covered:
-                note = f"kept for query coverage: adds {', '.join(covered[p.id]['terms'])}"
-                result.append(annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_verified=False, meve_note=note))
-            else:
-                result.append(annotate(nodes[int(p.id)], p.score, meve_score=p.score, meve_verified=True))
+        result = [annotate(nodes[int(p.id)], p.score, meve_score=p.score, **_verified_or_covered(covered.get(p.id))) for p in out.kept]
         if len(result) < self.min_keep:
             rest = sorted(out.dropped, key=lambda d: -(d.score or 0.0))[: self.min_keep - len(result)]
-            note = f"kept to reach min_keep={self.min_keep}: only {len(out.kept)} passed tau={self.tau}"
+            note = f"kept to reach min_keep={self.min_keep}: only {len(out.kept)} kept by tau={self.tau} and coverage={self.coverage}"
             result += [annotate(nodes[int(d.id)], d.score, meve_score=d.score, meve_verified=False, meve_note=note) for d in rest]
         return result
+
+
+def _verified_or_covered(covered: dict[str, Any] | None) -> dict[str, Any]:
+    """A kept node's flags: verified, or kept by query coverage with the terms it added."""
+    if covered is None:
+        return {"meve_verified": True}
+    return {"meve_verified": False, "meve_note": f"kept for query coverage: adds {', '.join(covered['terms'])}"}
 
 
 class RedundancyFilter(_MeVeNodeProcessor):

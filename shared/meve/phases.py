@@ -104,7 +104,7 @@ def cover_query(
     if total <= 0.0:
         return out
     kept_ids = {p.id for p in out.kept}
-    covered = {t for t in weight if any(t in ts for p, ts in zip(candidates, terms, strict=True) if p.id in kept_ids)}
+    covered = {t for p, ts in zip(candidates, terms, strict=True) if p.id in kept_ids for t in ts if t in weight}
     rest = sorted((i for i, p in enumerate(candidates) if p.id not in kept_ids), key=lambda i: -float(scores[i]))
     added: dict[str, Passage] = {}
     info: dict[str, dict[str, Any]] = {}

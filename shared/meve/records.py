@@ -31,8 +31,8 @@ __all__ = [
 # How a passage entered the context, the one vocabulary of ``.source`` and of the adapters'
 # ``meve_source``: "retrieved" before phase 2; then "verified" (passed tau), "covered" (kept by
 # phase 2's query coverage, MeVeConfig.coverage), "fallback" (added by phase 3) or "unverified"
-# (verification switched off). Where candidates came from (dense kNN,
-# hierarchical windows, another retriever) is in the retrieve phase's trace.
+# (verification switched off). Where candidates came from (dense kNN, hierarchical windows,
+# another retriever) is in the retrieve phase's trace.
 Source = Literal["retrieved", "verified", "covered", "fallback", "unverified"]
 SOURCES: tuple[str, ...] = ("retrieved", "verified", "covered", "fallback", "unverified")
 
