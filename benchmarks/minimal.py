@@ -65,14 +65,17 @@ PRONOUN = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|them)\b", re
 # The MeVe settings tried on dev; t_max 512 is the ceiling throughout. prune="embedder" is not in
 # the grid: it runs MiniLM over every kept sentence per query (130+ ms p50 on this CPU in a first run).
 # Query coverage (MeVeConfig.coverage) joined on 2026-11-24 after a dev-only probe; to keep the
-# run's length, its three settings are tried with n_min 1 only (n_min 3 was never chosen).
+# run's length, its three settings are tried with n_min 1 only (n_min 3 was never chosen). Its
+# floor (MeVeConfig.coverage_floor) joined the same way: 0.05, the largest floor a dev-only
+# simulation showed costing no dev rate, or none.
 GRID: list[dict[str, Any]] = [
-    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": ratio, "coverage": cov, "n_min": n_min, "prune": prune, "prune_ratio": pr}
-    for cand, tau, (cut, ratio), (cov, n_min), (prune, pr) in itertools.product(
+    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": ratio, "coverage": cov, "coverage_floor": floor, "n_min": n_min}
+    | {"prune": prune, "prune_ratio": pr}
+    for cand, tau, (cut, ratio), (cov, floor, n_min), (prune, pr) in itertools.product(
         ["dense", "hybrid"],
         [0.1, 0.3, 0.5],
         [("none", 0.5), ("gap", 0.5), ("ratio", 0.8)],
-        [(0.0, 1), (0.0, 3), (0.1, 1), (0.2, 1), (0.3, 1)],
+        [(0.0, 0.0, 1), (0.0, 0.0, 3), *((cov, floor, 1) for cov in (0.1, 0.2, 0.3) for floor in (0.0, 0.05))],
         [("none", 0.5), ("verifier", 0.3), ("verifier", 0.5), ("verifier", 0.7)],
     )
 ]

@@ -87,17 +87,19 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
 
 class RelevanceVerifier(_MeVeNodeProcessor):
     """Keeps nodes whose verifier score is >= tau, and with ``coverage`` the nodes that hold query
-    terms the kept ones lack (MeVeConfig.coverage); if fewer than ``min_keep`` are kept, the best
-    of the rest are kept too. Nodes kept but not verified say so: ``meve_verified=False`` with a
+    terms the kept ones lack (MeVeConfig.coverage) and score >= ``coverage_floor``; if fewer than
+    ``min_keep`` are kept, the best of the rest are kept too. Nodes kept but not verified say so: ``meve_verified=False`` with a
     ``meve_note``."""
 
     tau: float = _DEFAULTS.tau
     coverage: float = _DEFAULTS.coverage
+    coverage_floor: float = _DEFAULTS.coverage_floor
     min_keep: int = _DEFAULTS.n_min
 
     def model_post_init(self, context: Any, /) -> None:
         _number("tau", self.tau, 0.0, 1.0)
         _number("coverage", self.coverage, 0.0, 1.0)
+        _number("coverage_floor", self.coverage_floor, 0.0, 1.0)
         _count("min_keep", self.min_keep, 0)
 
     @classmethod
@@ -111,7 +113,7 @@ class RelevanceVerifier(_MeVeNodeProcessor):
         texts = [n.node.get_content() for n in nodes]
         scores = [float(s) for s in self._score().score(query, texts)]
         passages = tuple(Passage(id=str(i), text=t) for i, t in enumerate(texts))
-        out = verify_query(query, passages, scores, self.tau, coverage=self.coverage)
+        out = verify_query(query, passages, scores, self.tau, coverage=self.coverage, coverage_floor=self.coverage_floor)
         covered = out.info.get("covered", {})
         result = [annotate(nodes[int(p.id)], p.score, meve_score=p.score, **_verified_or_covered(covered.get(p.id))) for p in out.kept]
         if len(result) < self.min_keep:

@@ -78,6 +78,7 @@ class MeVeConfig:
         query terms the kept passages lack, worth >= coverage of the query's weight (idf
         within the candidates): the second half of "Are X and Y both ...?". Only when
         something was verified; 0 turns it off. Works with any verifier.
+    coverage_floor: query coverage never keeps a candidate the verifier scores below this.
     prune: sentence-level evidence pruning inside kept passages, after prioritisation:
         "verifier" scores each sentence with the verifier, "embedder" by cosine with the
         query (cheaper); "none" keeps passages whole.
@@ -111,6 +112,7 @@ class MeVeConfig:
     cut: Cut = "none"
     cut_ratio: float = 0.8
     coverage: float = 0.1
+    coverage_floor: float = 0.0
     n_min: int = 1
     fallback_k: int = 5
     fallback_tau: float = 0.1
@@ -136,6 +138,7 @@ class MeVeConfig:
         _choice("cut", self.cut, CUTS)
         _float("cut_ratio", self.cut_ratio, 0.0, 1.0, low_open=True)
         _float("coverage", self.coverage, 0.0, 1.0)
+        _float("coverage_floor", self.coverage_floor, 0.0, 1.0)
         _int("n_min", self.n_min, 0)
         _int("fallback_k", self.fallback_k, 0, 10_000)
         _float("fallback_tau", self.fallback_tau, 0.0, 1.0)

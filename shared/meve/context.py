@@ -154,15 +154,24 @@ def local_lexical(passages: Sequence[Passage]) -> LexicalSearch:
 
 
 def verify_query(
-    query: str, candidates: Sequence[Passage], scores: Sequence[float], tau: float, *, cut: str = "none", cut_ratio: float = 0.5, coverage: float = 0.0
+    query: str,
+    candidates: Sequence[Passage],
+    scores: Sequence[float],
+    tau: float,
+    *,
+    cut: str = "none",
+    cut_ratio: float = 0.5,
+    coverage: float = 0.0,
+    coverage_floor: float = 0.0,
 ) -> PhaseOutput:
     """Phase 2 in full: :func:`~meve.phases.verify` (tau and the adaptive cut), then, with
-    ``coverage`` > 0, :func:`~meve.phases.cover_query` over the query's stemmed terms."""
+    ``coverage`` > 0, :func:`~meve.phases.cover_query` over the query's stemmed terms, never
+    keeping a passage scored below ``coverage_floor``."""
     out = verify(candidates, scores, tau, cut=cut, cut_ratio=cut_ratio)
     if coverage <= 0.0:
         return out
     terms = stemmed_tokenize(query)
-    return cover_query(out, candidates, scores, terms, terms_held(terms, [p.text for p in candidates]), coverage)
+    return cover_query(out, candidates, scores, terms, terms_held(terms, [p.text for p in candidates]), coverage, floor=coverage_floor)
 
 
 def select_context(
@@ -195,7 +204,7 @@ def select_context(
     if cfg.verify and candidates:
         sc = verifier().scorer
         rel, scored = relevance_scores(sc, query, query_vec, candidates, cache)
-        out = verify_query(query, candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio, coverage=cfg.coverage)
+        out = verify_query(query, candidates, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio, coverage=cfg.coverage, coverage_floor=cfg.coverage_floor)
         trace.record(
             "verify",
             candidates,
@@ -206,6 +215,7 @@ def select_context(
             tau=cfg.tau,
             cut=cfg.cut,
             coverage=cfg.coverage,
+            coverage_floor=cfg.coverage_floor,
             pairs_scored=scored,
         )
     else:

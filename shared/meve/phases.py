@@ -78,7 +78,14 @@ def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float, *
 
 
 def cover_query(
-    out: PhaseOutput, candidates: Sequence[Passage], scores: Sequence[float], query_terms: Sequence[str], terms: Sequence[frozenset[str]], coverage: float
+    out: PhaseOutput,
+    candidates: Sequence[Passage],
+    scores: Sequence[float],
+    query_terms: Sequence[str],
+    terms: Sequence[frozenset[str]],
+    coverage: float,
+    *,
+    floor: float = 0.0,
 ) -> PhaseOutput:
     """Phase 2, after tau and the cut: complete the verified passages' coverage of the query.
 
@@ -88,7 +95,9 @@ def cover_query(
     kept passages lack, worth >= ``coverage`` of the query's weight. ``terms``: the query terms
     each candidate holds, in order; ``scores``: the verifier's, as :func:`verify` got them. A
     term's weight is its idf within the candidates, so a term every candidate shares adds next to
-    nothing; query terms no candidate holds carry no weight.
+    nothing; query terms no candidate holds carry no weight. A candidate the verifier scores below
+    ``floor`` is never kept: sharing a word with the query is not evidence when the passage is
+    about something else ("bicycle" in a passage on the draisine).
     Nothing is added when nothing was verified: coverage completes evidence, it does not stand
     in for it (that is the fallback's job). Covered passages keep their relevance, with source
     "covered"; ``info["covered"]`` maps each to the terms it added and their share.
@@ -105,7 +114,7 @@ def cover_query(
         return out
     kept_ids = {p.id for p in out.kept}
     covered = {t for p, ts in zip(candidates, terms, strict=True) if p.id in kept_ids for t in ts if t in weight}
-    rest = sorted((i for i, p in enumerate(candidates) if p.id not in kept_ids), key=lambda i: -float(scores[i]))
+    rest = sorted((i for i, p in enumerate(candidates) if p.id not in kept_ids and scores[i] >= floor), key=lambda i: -float(scores[i]))
     added: dict[str, Passage] = {}
     info: dict[str, dict[str, Any]] = {}
     for i in rest:

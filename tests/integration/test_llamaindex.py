@@ -106,6 +106,9 @@ def test_relevance_verifier_keeps_the_node_for_the_other_half_of_the_question(ch
     assert verified and {n.node.node_id for n in covered} - verified == {n.node.node_id for n in added} != set()
     assert all(n.node.metadata["meve_note"].startswith("kept for query coverage: adds ") for n in added)
     assert {"penny-farthing", "tour"} <= {n.node.node_id for n in covered}
+    # A floor at tau leaves coverage nothing to add: every node it added scored below tau.
+    floored = RelevanceVerifier(tau=0.8, coverage=0.2, coverage_floor=0.8, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    assert {n.node.node_id for n in floored} == verified
 
 
 def test_query_engine_with_meve_postprocessor_and_async(chroma_index, minilm):

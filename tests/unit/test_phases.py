@@ -23,12 +23,12 @@ def test_verify_rejects_mismatched_scores():
         verify((p("a"),), [0.1, 0.2], 0.5)
 
 
-def _cover(texts, rel, query, coverage, **verify_kw):
+def _cover(texts, rel, query, coverage, floor=0.0, **verify_kw):
     from meve.lexical import stemmed_tokenize
 
     cands = tuple(Passage(id=pid, text=t) for pid, t in texts.items())
     out = verify(cands, rel, **verify_kw)
-    return cover_query(out, cands, rel, stemmed_tokenize(query), [frozenset(stemmed_tokenize(c.text)) for c in cands], coverage)
+    return cover_query(out, cands, rel, stemmed_tokenize(query), [frozenset(stemmed_tokenize(c.text)) for c in cands], coverage, floor=floor)
 
 
 TWO_THINGS = {
@@ -59,6 +59,15 @@ def test_coverage_needs_a_share_of_the_query_and_something_verified():
     # Nothing passed tau: coverage completes verified evidence and never stands in for it.
     none = _cover(TWO_THINGS, [0.05, 0.04, 0.03, 0.02], TWO_THINGS_Q, 0.1, tau=0.1)
     assert none.kept == () and "covered" not in none.info
+
+
+def test_coverage_never_keeps_a_passage_scored_below_its_floor():
+    args = (TWO_THINGS, [0.9, 0.3, 0.05, 0.02], TWO_THINGS_Q, 0.2)
+    at = _cover(*args, floor=0.3, tau=0.1, cut="ratio", cut_ratio=0.8)
+    assert [(c.id, c.source) for c in at.kept] == [("tower", "verified"), ("avenue", "covered")]  # the floor is inclusive
+    above = _cover(*args, floor=0.31, tau=0.1, cut="ratio", cut_ratio=0.8)
+    assert [c.id for c in above.kept] == ["tower"] and above.info["covered"] == {}
+    assert "avenue" in {d.id for d in above.dropped}
 
 
 def test_coverage_gives_terms_every_candidate_shares_no_weight():

@@ -245,6 +245,9 @@ def test_coverage_keeps_the_passage_for_the_part_of_the_query_the_verified_ones_
     assert "doc-4" in verify.kept and "doc-4" not in {d.id for d in verify.dropped}
     # The Louvre's passage adds only "paris", which the verified ones already hold.
     assert "doc-5" not in {d.id for d in r.documents}
+    # Above Everest's score, the floor keeps coverage from adding it.
+    floored = m.run(q, coverage=0.2, coverage_floor=0.45)
+    assert "doc-4" not in {d.id for d in floored.documents} and floored.phase("verify").info["coverage_floor"] == 0.45
 
 
 def test_unverified_fallback_passages_are_ranked_by_cosine_like_the_rest():
