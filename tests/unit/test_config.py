@@ -7,7 +7,7 @@ def test_defaults_follow_the_paper_except_where_dev_data_chose():
     cfg = MeVeConfig()
     assert (cfg.k_init, cfg.theta_redundancy, cfg.t_max, cfg.prioritisation) == (20, 0.85, 512, "redundancy")
     # Chosen on dev data by benchmarks/minimal.py (BENCHMARKS.md, "Minimal context"); the paper has tau 0.5 and n_min 3.
-    assert (cfg.tau, cfg.cut, cfg.coverage, cfg.n_min, cfg.candidates, cfg.prune) == (0.3, "none", 0.1, 1, "dense", "none")
+    assert (cfg.tau, cfg.cut, cfg.coverage, cfg.coverage_floor, cfg.n_min, cfg.candidates, cfg.prune) == (0.3, "none", 0.1, 0.05, 1, "dense", "none")
 
 
 @pytest.mark.parametrize(
