@@ -88,8 +88,8 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
 class RelevanceVerifier(_MeVeNodeProcessor):
     """Keeps nodes whose verifier score is >= tau, and with ``coverage`` the nodes that hold query
     terms the kept ones lack (MeVeConfig.coverage) and score >= ``coverage_floor``; if fewer than
-    ``min_keep`` are kept, the best of the rest are kept too. Nodes kept but not verified say so: ``meve_verified=False`` with a
-    ``meve_note``."""
+    ``min_keep`` are kept, the best of the rest are kept too. Nodes kept but not verified say so:
+    ``meve_verified=False`` with a ``meve_note``."""
 
     tau: float = _DEFAULTS.tau
     coverage: float = _DEFAULTS.coverage
