@@ -244,7 +244,8 @@ class TokenDiskCache:
         before its default-verifier arm was timed. So an unchanged cache is not written, and a
         write is flushed to disk before the caller times anything."""
         rows = cache.quantized()
-        if not rows or {k for k, _, _ in rows} <= self._on_disk:
+        keys = {k for k, _, _ in rows}
+        if not rows or keys <= self._on_disk:
             return False
         CACHE.mkdir(parents=True, exist_ok=True)
         np.savez(
@@ -255,7 +256,7 @@ class TokenDiskCache:
             s=np.concatenate([s for _, _, s in rows]),
         )
         os.sync()
-        self._on_disk = {k for k, _, _ in rows}
+        self._on_disk = keys
         return True
 
 
