@@ -110,7 +110,7 @@ def answer_in(answers: Sequence[str], context: str) -> bool:
 
 
 # The MeVeConfig fields benchmarks.minimal's grid varies (and that its results report).
-MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio")
+MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate")
 
 Rows = Mapping[str, Mapping[str, Any]]  # one option's dev row per dataset
 
@@ -140,9 +140,11 @@ def default_rule(options: Sequence[Rows], refs: Rows, metric: Mapping[str, str],
 
 def acting(cfg: dict[str, Any]) -> dict[str, Any]:
     """The knobs of a MeVe setting (benchmarks.minimal's grid) that act: cut_ratio only with cut "ratio", prune_ratio only
-    with pruning, coverage_floor only with coverage (the grid and MeVeConfig carry different idle values)."""
+    with pruning, coverage_floor only with coverage (the grid and MeVeConfig carry different idle values).
+    prune_gate 0 is idle too: grids before 2026-11-24 have no gate, which is the same as a gate of 0."""
     idle = {"cut_ratio"} if cfg["cut"] != "ratio" else set()
-    idle |= {"prune_ratio"} if cfg["prune"] == "none" else set()
+    idle |= {"prune_ratio", "prune_gate"} if cfg["prune"] == "none" else set()
+    idle |= {"prune_gate"} if not cfg.get("prune_gate") else set()
     idle |= {"coverage_floor"} if not cfg.get("coverage") else set()  # grids before 2026-11-24 have no coverage
     return {k: v for k, v in cfg.items() if k not in idle}
 

@@ -67,16 +67,18 @@ PRONOUN = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|them)\b", re
 # Query coverage (MeVeConfig.coverage) joined on 2026-11-24 after a dev-only probe; to keep the
 # run's length, its three settings are tried with n_min 1 only (n_min 3 was never chosen). Its
 # floor (MeVeConfig.coverage_floor) joined the same way: 0.05, the largest floor a dev-only
-# simulation showed costing no dev rate, or none.
+# simulation showed costing no dev rate, or none. The pruning gate (MeVeConfig.prune_gate) joined the
+# same way, later that day: 0.2, the smallest gate a dev-only probe showed losing no HotpotQA dev
+# supporting sentence to pruning, or none (0).
 GRID: list[dict[str, Any]] = [
     {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": ratio, "coverage": cov, "coverage_floor": floor, "n_min": n_min}
-    | {"prune": prune, "prune_ratio": pr}
-    for cand, tau, (cut, ratio), (cov, floor, n_min), (prune, pr) in itertools.product(
+    | {"prune": prune, "prune_ratio": pr, "prune_gate": gate}
+    for cand, tau, (cut, ratio), (cov, floor, n_min), (prune, pr, gate) in itertools.product(
         ["dense", "hybrid"],
         [0.1, 0.3, 0.5],
         [("none", 0.5), ("gap", 0.5), ("ratio", 0.8)],
         [(0.0, 0.0, 1), (0.0, 0.0, 3), *((cov, floor, 1) for cov in (0.1, 0.2, 0.3) for floor in (0.0, 0.05))],
-        [("none", 0.5), ("verifier", 0.3), ("verifier", 0.5), ("verifier", 0.7)],
+        [("none", 0.5, 0.0), *(("verifier", pr, gate) for pr in (0.3, 0.5, 0.7) for gate in (0.0, 0.2))],
     )
 ]
 # What MeVeConfig() ships when the run starts, reported on test beside the new dev choice.

@@ -306,13 +306,14 @@ def _minimal_section(m: dict[str, Any]) -> list[str]:
     cfg = m["default"]["config"]
     coverage = "coverage" in m["grid"][0]  # runs before 2026-11-24 did not try query coverage
     # nor, before its second run, a floor for it
+    prune_knob = " with its gate" if "prune_gate" in m["grid"][0] else ""  # from its 2026-11-24 afternoon run
     coverage_knob = f"query coverage{' with its floor' if 'coverage_floor' in m['grid'][0] else ''} and " if coverage else ""
     lines = [
         f"## Minimal context: MeVe against the top-k frontier at equal tokens (`{m['command']}`)",
         "",
         *m["protocol"],
         "",
-        f"MeVe settings tried on dev: {len(m['grid'])} (candidates x tau x adaptive cut x {coverage_knob}n_min x sentence pruning; t_max 512 is a ceiling). "
+        f"MeVe settings tried on dev: {len(m['grid'])} (candidates x tau x adaptive cut x {coverage_knob}n_min x sentence pruning{prune_knob}; t_max 512 is a ceiling). "
         f"Chosen on dev: {', '.join(f'{k}={v!r}' for k, v in cfg.items())} "
         f"({'meets' if m['default']['met_rule_on_both_dev_sets'] else 'does NOT meet'} the rule on both dev sets; mean dev token ratio {m['default']['dev_token_ratio']:.2f}"
         + "".join(

@@ -83,6 +83,8 @@ class MeVeConfig:
         "verifier" scores each sentence with the verifier, "embedder" by cosine with the
         query (cheaper); "none" keeps passages whole.
     prune_ratio: a sentence stays if it scores >= prune_ratio x its passage's best sentence.
+    prune_gate: only a passage whose best sentence scores >= this is pruned (on the pruning
+        scorer's scale); one below it, where the scorer located no evidence, stays whole.
     n_min: fewer verified candidates than this trigger the BM25 fallback (phase 3).
     fallback_k: BM25 results merged in when the fallback runs.
     fallback_tau: a fallback passage the verifier scores below this is rejected, not added
@@ -122,6 +124,7 @@ class MeVeConfig:
     novelty_lambda: float = 0.7
     prune: Prune = "none"
     prune_ratio: float = 0.5
+    prune_gate: float = 0.0
     t_max: int = 512
     verify: bool = True
     fallback: bool = True
@@ -148,6 +151,7 @@ class MeVeConfig:
         _float("novelty_lambda", self.novelty_lambda, 0.0, 1.0)
         _choice("prune", self.prune, PRUNES)
         _float("prune_ratio", self.prune_ratio, 0.0, 1.0)
+        _float("prune_gate", self.prune_gate, 0.0, 1.0)
         _int("t_max", self.t_max, 1)
         for flag in ("verify", "fallback"):
             if not isinstance(getattr(self, flag), bool):

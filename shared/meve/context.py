@@ -279,7 +279,7 @@ def select_context(
             sentence_scores = verifier().spans(query, [p.text for p in prioritised], spans)
         else:
             sentence_scores = _cosine_sentence_scores(embedder, query_vec, query, prioritised, spans)
-        out = prune_sentences(prioritised, spans, sentence_scores, cfg.prune_ratio)
+        out = prune_sentences(prioritised, spans, sentence_scores, cfg.prune_ratio, cfg.prune_gate)
         trace.record("prune", prioritised, out, _ms(t0), mode=cfg.prune, prune_ratio=cfg.prune_ratio)
     else:
         out = PhaseOutput(prioritised, info={"skipped": "prune='none'" if cfg.prune == "none" else "no passages"})

@@ -256,28 +256,39 @@ GAP_MARK = " … "
 
 
 def prune_sentences(
-    candidates: Sequence[Passage], spans: Sequence[Sequence[tuple[int, int]]], scores: Sequence[Sequence[float] | np.ndarray], ratio: float
+    candidates: Sequence[Passage],
+    spans: Sequence[Sequence[tuple[int, int]]],
+    scores: Sequence[Sequence[float] | np.ndarray],
+    ratio: float,
+    gate: float = 0.0,
 ) -> PhaseOutput:
     """Sentence-level evidence pruning inside each kept passage.
 
-    A passage keeps its best sentence and every sentence scoring >= ``ratio`` x that best, plus,
-    for a kept sentence that holds a third-person pronoun or opens with a demonstrative
-    (:data:`ANAPHOR`), the sentences before it back to one that does not, so its subject stays in view. Sentences are never split;
-    kept runs keep their order and original text, and non-adjacent runs are joined by
-    :data:`GAP_MARK`. Each removed sentence is recorded as ``"<id>@<start>-<end>"`` with its score.
+    Only a passage whose best sentence scores >= ``gate`` is pruned: below it the scorer has
+    located no evidence in the passage (one kept for query coverage, say), and a ratio to so low
+    a best would choose among noise, so the passage stays whole and is listed in
+    ``info["whole_below_gate"]``. A pruned passage keeps its best sentence and every sentence
+    scoring >= ``ratio`` x that best, plus, for a kept sentence that holds a third-person pronoun
+    or opens with a demonstrative (:data:`ANAPHOR`), the sentences before it back to one that does
+    not, so its subject stays in view. Sentences are never split; kept runs keep their order and
+    original text, and non-adjacent runs are joined by :data:`GAP_MARK`. Each removed sentence is
+    recorded as ``"<id>@<start>-<end>"`` with its score.
     """
     kept: list[Passage] = []
     dropped: list[Dropped] = []
+    below_gate: list[str] = []
     n_in = n_kept = n_context = 0
     for cand, sp, sc in zip(candidates, spans, scores, strict=True):
         if len(sp) != len(sc):
             raise ValueError(f"passage {cand.id!r}: {len(sc)} scores for {len(sp)} sentences")
         n_in += len(sp)
-        if len(sp) <= 1:
+        best = max(sc, default=0.0)
+        if len(sp) > 1 and best < gate:
+            below_gate.append(cand.id)
+        if len(sp) <= 1 or best < gate:
             kept.append(cand)
             n_kept += len(sp)
             continue
-        best = max(sc)
         keep = {i for i, s in enumerate(sc) if s >= ratio * best} | {int(np.argmax(sc))}
         for i in sorted(keep):
             j = i
@@ -301,4 +312,5 @@ def prune_sentences(
             kept.append(cand)
         else:
             kept.append(cand.with_(text=GAP_MARK.join(cand.text[a:b] for a, b in runs), spans=tuple(runs), tokens=None))
-    return PhaseOutput(tuple(kept), tuple(dropped), {"sentences_in": n_in, "sentences_kept": n_kept, "kept_for_context": n_context})
+    info = {"sentences_in": n_in, "sentences_kept": n_kept, "kept_for_context": n_context, "gate": gate, "whole_below_gate": below_gate}
+    return PhaseOutput(tuple(kept), tuple(dropped), info)

@@ -20,6 +20,7 @@ def test_defaults_follow_the_paper_except_where_dev_data_chose():
         ("tau", float("nan"), "[0.0, 1.0]"),
         ("coverage", -0.1, "[0.0, 1.0]"),
         ("coverage_floor", 1.5, "[0.0, 1.0]"),
+        ("prune_gate", -0.1, "[0.0, 1.0]"),
         ("n_min", -1, "int >= 0"),
         ("theta_redundancy", 0.0, "(0.0, 1.0]"),
         ("t_max", 0, "int >= 1"),

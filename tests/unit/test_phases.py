@@ -217,6 +217,21 @@ def test_prune_leaves_single_sentence_and_fully_kept_passages_untouched():
         prune_sentences((full,), [sentences(TEXT)], [[0.1, 0.2]], ratio=0.5)
 
 
+def test_prune_gate_leaves_a_passage_whole_where_no_sentence_reaches_it():
+    located = Passage(id="a", text=TEXT)
+    unlocated = Passage(id="b", text=TEXT)
+    scores = [[0.2, 0.1, 0.05, 0.9, 0.6], [0.02, 0.01, 0.1, 0.03, 0.01]]
+    out = prune_sentences((located, unlocated), [sentences(TEXT)] * 2, scores, ratio=0.5, gate=0.3)
+    pruned, whole = out.kept
+    assert pruned.text == "Belfast builds ships. Cats sleep." and whole == unlocated
+    assert out.info["whole_below_gate"] == ["b"] and out.info["gate"] == 0.3
+    assert {d.id.split("@")[0] for d in out.dropped} == {"a"}
+    # A best exactly at the gate is pruned; with no gate, the low-scoring passage is pruned too.
+    at_gate = prune_sentences((unlocated,), [sentences(TEXT)], [scores[1]], ratio=0.5, gate=0.1)
+    assert at_gate.kept[0].text != TEXT and at_gate.info["whole_below_gate"] == []
+    assert prune_sentences((unlocated,), [sentences(TEXT)], [scores[1]], ratio=0.5).kept[0].text != TEXT
+
+
 def test_prune_keeps_the_sentence_before_a_pronoun_anywhere_in_a_kept_sentence():
     text = "Dunlop was a vet in Belfast. Rain fell. In 1888 his son rode a tricycle. Cats sleep."
     sp = sentences(text)

@@ -225,6 +225,15 @@ def test_prune_shortens_passages_keeps_ids_and_offsets_and_counts_the_rendered_t
     assert r.phase("budget").tokens_in == prune_rec.tokens_out
 
 
+def test_prune_gate_keeps_passages_whole_and_the_trace_names_them():
+    m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
+    whole = m.run("Who designed the Eiffel tower in Paris?")
+    r = m.run("Who designed the Eiffel tower in Paris?", prune="verifier", prune_ratio=0.6, prune_gate=1.0)
+    assert r.context == whole.context and r.phase("prune").dropped == ()
+    assert set(r.phase("prune").info["whole_below_gate"]) == set(r.phase("prioritise").kept) == {"doc-0", "doc-1"}
+    assert r.phase("prune").info["gate"] == 1.0
+
+
 def test_the_fallback_does_not_bring_back_what_the_adaptive_cut_left_out():
     m = build(config=MeVeConfig(k_init=6, tau=0.0, cut="gap", n_min=3, fallback_k=5, t_max=500, prioritisation="none"))
     r = m.run("Eiffel Tower Paris 1889")
