@@ -51,7 +51,7 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None) -> dic
         if ours != theirs:  # a quick run against a full flat run (or the reverse) would compare other questions
             raise SystemExit(f"results/minimal.json has {theirs} {name} test questions, this run would ask {ours}: run both with or without --full")
     cfg = MeVeConfig()
-    knobs = ("tau", "cut", "coverage", "coverage_floor", "n_min", "prune", "k_docs", "passage_tokens", "t_max")
+    knobs = ("candidates", "tau", "cut", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate", "k_docs", "passage_tokens", "t_max")
     out: dict[str, Any] = {"protocol": __doc__.split("\n\n")[0:2], "config": {k: getattr(cfg, k) for k in knobs}}
     out["datasets"] = {}
     for name in questions:

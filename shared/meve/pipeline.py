@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -328,10 +329,12 @@ class MeVe:
             raise ConfigError("retrieval", cfg.retrieval, "'hierarchical' for a MeVe built with from_documents (it has no flat passage store)")
         candidates = self.store.query(qvec, cfg.k_init)
         info: dict[str, Any] = {"k_init": cfg.k_init, "candidates": cfg.candidates, "store_size": len(self.lexical.ids), "embedder": self.embedder.name}
+        search: LexicalSearch = self._lexical_search
         if cfg.candidates == "hybrid":
             candidates, info["from_bm25"] = self._fuse_lexical(query, qvec, candidates, cfg.k_init)
+            search = partial(self._lexical_search, caught_up=True)  # the fusion just caught up; a count() costs ms
         # The lexical index mirrors every passage meve added: its size costs nothing, a Chroma count() a few ms per query.
-        return candidates, self._lexical_search, info
+        return candidates, search, info
 
     def _fuse_lexical(self, query: str, qvec: np.ndarray, dense: list[Passage], k: int) -> tuple[list[Passage], list[str]]:
         """Dense and BM25 top-k fused by reciprocal rank and cut to k; BM25-only hits are read from
@@ -373,9 +376,10 @@ class MeVe:
         if self.follow_replicas and isinstance(self.store, ChromaStore):
             self.lexical.catch_up(self.store)
 
-    def _lexical_search(self, query: str, k: int) -> list[Passage]:
+    def _lexical_search(self, query: str, k: int, *, caught_up: bool = False) -> list[Passage]:
         assert self.store is not None
-        self._catch_up()
+        if not caught_up:
+            self._catch_up()
         hits = self.lexical.search(query, k)
         fetched = {p.id: p for p in self.store.get([pid for pid, _ in hits])}
         return [fetched[pid].with_(bm25_score=s) for pid, s in hits if pid in fetched]

@@ -7,7 +7,8 @@ def test_defaults_follow_the_paper_except_where_dev_data_chose():
     cfg = MeVeConfig()
     assert (cfg.k_init, cfg.theta_redundancy, cfg.t_max, cfg.prioritisation) == (20, 0.85, 512, "redundancy")
     # Chosen on dev data by benchmarks/minimal.py (BENCHMARKS.md, "Minimal context"); the paper has tau 0.5 and n_min 3.
-    assert (cfg.tau, cfg.cut, cfg.coverage, cfg.coverage_floor, cfg.n_min, cfg.candidates, cfg.prune) == (0.3, "none", 0.1, 0.05, 1, "dense", "none")
+    assert (cfg.tau, cfg.cut, cfg.coverage, cfg.coverage_floor, cfg.n_min, cfg.candidates) == (0.1, "none", 0.3, 0.05, 1, "hybrid")
+    assert (cfg.prune, cfg.prune_ratio, cfg.prune_gate) == ("verifier", 0.7, 0.2)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from meve import ConfigError, InputError, MeVe, MeVeConfig, get_token_counter
 from meve.hierarchy import DEFAULT_DOC_WEIGHTS, Document, TitleIndex, check_doc_weights, sentence_windows, title_key
 from meve.locate import ExactIndex, Span, naive_locate
+from meve.phases import GAP_MARK
 from meve.store import chroma_client
 from tests.fakes import FakeEmbedder, FakeScorer
 
@@ -64,13 +65,18 @@ DOCS = [
 
 
 def test_hierarchical_meve_picks_documents_then_passages_with_offsets():
-    m = MeVe.from_documents(DOCS, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_docs=1, k_init=3, tau=0.0, t_max=100))
+    m = MeVe.from_documents(DOCS, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_docs=1, k_init=3, tau=0.0, t_max=100, prune="none"))
     r = m.run("When was the Eiffel Tower completed?")
     assert r.phase("retrieve").info["documents"] == ["eiffel"]
     top = r.documents[0]
     assert top.metadata["doc_id"] == "eiffel" and top.source == "verified"
     body = DOCS[0].text
     assert body[top.metadata["start"] : top.metadata["end"]] == top.text
+    # A pruned window keeps its window's offsets in the document; its spans lie inside the window.
+    pruned = m.run("When was the Eiffel Tower completed?", prune="verifier", prune_gate=0.0).documents[0]
+    start = pruned.metadata["start"]
+    assert pruned.spans and pruned.text != top.text
+    assert GAP_MARK.join(body[start + a : start + b] for a, b in pruned.spans) == pruned.text
     assert r.token_count <= 100
     with pytest.raises(ConfigError, match="retrieval='dense'"):
         m.run("x", retrieval="dense")
@@ -180,7 +186,7 @@ def test_windows_of_documents_whose_ids_contain_the_separators_are_localised():
     # Window ids are "<doc_id>@<start>-<end>": a document id with "@" and "-" must still map back.
     body = " ".join(f"Shift {i} checks the pump pressure and logs it." for i in range(12)) + " The spare hangar key hangs behind the boiler door."
     docs = [Document("ops@example.com-2024", "Pump runbook", body), Document("a-b@c", "Banana", DOCS[1].text), DOCS[2]]
-    m = MeVe.from_documents(docs, embedder=FakeEmbedder(), scorer=FakeScorer(), doc_pool=1, config=MeVeConfig(k_docs=1, passage_tokens=24, tau=0.0))
+    m = MeVe.from_documents(docs, embedder=FakeEmbedder(), scorer=FakeScorer(), doc_pool=1, config=MeVeConfig(k_docs=1, passage_tokens=24, tau=0.0, prune="none"))
     assert m.hierarchy is not None and m.hierarchy.windows > 10
     r = m.run("Where does the spare hangar key hang?")
     assert r.phase("retrieve").info["documents"] == ["ops@example.com-2024"]

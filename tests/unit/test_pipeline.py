@@ -46,7 +46,8 @@ def test_run_records_every_phase_with_tokens_and_reasons():
 
 def test_fallback_adds_bm25_results_scored_on_the_verifier_scale():
     scorer = FakeScorer()
-    m = build(scorer=scorer, config=MeVeConfig(k_init=1, tau=0.9, n_min=3, fallback_k=2, t_max=200))
+    # Dense candidates and no pruning: the count below is of passage pairs (pruning scores sentences).
+    m = build(scorer=scorer, config=MeVeConfig(k_init=1, candidates="dense", tau=0.9, n_min=3, fallback_k=2, t_max=200, prune="none"))
     r = m.run("Louvre museum Everest mountain")
     fb = r.phase("fallback")
     assert fb.info["triggered"] is True
@@ -212,7 +213,7 @@ LONG = [
 @pytest.mark.parametrize("prune", ["verifier", "embedder"])
 def test_prune_shortens_passages_keeps_ids_and_offsets_and_counts_the_rendered_text(prune):
     m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
-    whole = m.run("Who designed the Eiffel tower in Paris?")
+    whole = m.run("Who designed the Eiffel tower in Paris?", prune="none")
     r = m.run("Who designed the Eiffel tower in Paris?", prune=prune, prune_ratio=0.6)
     doc = next(d for d in r.documents if d.id == "doc-0")
     assert doc.spans is not None and doc.text == " … ".join(LONG[0][a:b] for a, b in doc.spans)
@@ -227,7 +228,7 @@ def test_prune_shortens_passages_keeps_ids_and_offsets_and_counts_the_rendered_t
 
 def test_prune_gate_keeps_passages_whole_and_the_trace_names_them():
     m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
-    whole = m.run("Who designed the Eiffel tower in Paris?")
+    whole = m.run("Who designed the Eiffel tower in Paris?", prune="none")
     r = m.run("Who designed the Eiffel tower in Paris?", prune="verifier", prune_ratio=0.6, prune_gate=1.0)
     assert r.context == whole.context and r.phase("prune").dropped == ()
     assert set(r.phase("prune").info["whole_below_gate"]) == set(r.phase("prioritise").kept) == {"doc-0", "doc-1"}
@@ -321,7 +322,7 @@ def test_from_chroma_refuses_another_embedder_of_the_same_dimension():
 def test_hybrid_candidates_fuse_bm25_hits_into_the_same_number_of_candidates():
     m = build(embedder=FakeEmbedder(dimension=2), config=MeVeConfig(k_init=2, tau=0.0, t_max=500))  # 2 dims: dense order is near arbitrary
     query = "potassium rich bananas"
-    dense = m.run(query).phase("retrieve")
+    dense = m.run(query, candidates="dense").phase("retrieve")
     hybrid = m.run(query, candidates="hybrid").phase("retrieve")
     best_lexical = m.lexical.search(query, 1)[0][0]
     assert best_lexical == "doc-3" and len(hybrid.kept) == 2 and best_lexical in hybrid.kept
@@ -392,12 +393,14 @@ def test_a_shared_pass_for_another_embedder_is_refused():
         make_verifier(Verifier(FakeScorer(), lambda q, t, s: [], other), embedder)
 
 
-def test_only_a_collection_others_can_reach_is_followed_for_their_rows():
+@pytest.mark.parametrize("candidates", ["dense", "hybrid"])
+def test_only_a_collection_others_can_reach_is_followed_for_their_rows(candidates):
     # A count() costs about 4 ms at 100k rows: a MeVe that made its own in-memory collection under
-    # an unpublished name skips it; one on a named collection pays it before each BM25 lookup.
-    cfg = MeVeConfig(k_init=2, tau=0.99, n_min=3, t_max=500)
+    # an unpublished name skips it; one on a named collection pays it once per query, though hybrid
+    # candidates and the fallback both search BM25.
+    cfg = MeVeConfig(k_init=2, candidates=candidates, tau=0.99, n_min=3, t_max=500)
     owned = build(config=cfg)
-    named = build(config=cfg, client=chroma_client(), collection_name="followed")
+    named = build(config=cfg, client=chroma_client(), collection_name=f"followed-{candidates}")
     assert owned.follow_replicas is False and named.follow_replicas is True
     told = MeVe(store=named.store, lexical=named.lexical, config=cfg, embedder=FakeEmbedder(), scorer=FakeScorer(), follow_replicas=False)
     for m, counts in ((owned, 0), (named, 1), (told, 0)):
