@@ -186,7 +186,8 @@ def test_windows_of_documents_whose_ids_contain_the_separators_are_localised():
     # Window ids are "<doc_id>@<start>-<end>": a document id with "@" and "-" must still map back.
     body = " ".join(f"Shift {i} checks the pump pressure and logs it." for i in range(12)) + " The spare hangar key hangs behind the boiler door."
     docs = [Document("ops@example.com-2024", "Pump runbook", body), Document("a-b@c", "Banana", DOCS[1].text), DOCS[2]]
-    m = MeVe.from_documents(docs, embedder=FakeEmbedder(), scorer=FakeScorer(), doc_pool=1, config=MeVeConfig(k_docs=1, passage_tokens=24, tau=0.0, prune="none"))
+    cfg = MeVeConfig(k_docs=1, passage_tokens=24, tau=0.0, prune="none")
+    m = MeVe.from_documents(docs, embedder=FakeEmbedder(), scorer=FakeScorer(), doc_pool=1, config=cfg)
     assert m.hierarchy is not None and m.hierarchy.windows > 10
     r = m.run("Where does the spare hangar key hang?")
     assert r.phase("retrieve").info["documents"] == ["ops@example.com-2024"]
