@@ -8,7 +8,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.common import RESULTS, ROOT, acting, default_rule, dev_gaps, dev_token_ratio
+from benchmarks.common import MEVE_KNOBS, RESULTS, ROOT, acting, default_rule, dev_gaps, dev_token_ratio
+from meve import MeVeConfig
 
 
 def _load() -> dict[str, Any]:
@@ -300,6 +301,21 @@ def _minimal_documents(m: dict[str, Any], base: dict[str, Any]) -> list[str]:
     lines += [f"ms p50 is MeVe's whole query (none for top-k, which reads hits cached by the flat run's sweeps); the two MeVe runs are separate processes (CPU: this file {m['machine'].get('cpu')}, flat {base['machine'].get('cpu')}).", ""]
     lines += ["Targets over documents (for comparison; the shipped targets are the flat default's, in \"Targets\" above):", *_minimal_targets(m, "MeVe over documents"), ""]
     return lines
+
+
+def _race_config(race: dict[str, Any]) -> str:
+    """The MeVe settings a race ran with, beside today's MeVeConfig(): timings hold for the former."""
+    today = acting({k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS})
+    ran = race.get("meve_config")
+    if ran is None:  # races before 2026-11-24 08:00 UTC did not record it
+        ran = {"candidates": "dense", "tau": 0.3, "cut": "none", "coverage": 0.1, "coverage_floor": 0.05, "n_min": 1, "prune": "none"}
+    if ran == today:
+        return f"MeVe's settings in this run: MeVeConfig() as shipped ({_knobs(ran)})."
+    return f"MeVe's settings in this run: {_knobs(ran)}. They are NOT today's MeVeConfig() ({_knobs(today)}); the race was not rerun since."
+
+
+def _knobs(cfg: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in cfg.items())
 
 
 def _minimal_section(m: dict[str, Any]) -> list[str]:
@@ -844,11 +860,13 @@ def write() -> None:
                 _target(
                     big["langchain_over_meve_default_p50"] >= 2 and big["passages"] >= 100_000,
                     f"Speed at {big['passages']:,} passages: the LangChain composition (cross-encoder reranker) takes {big['langchain_over_meve_default_p50']:.2f}x "
-                    f"the p50 of MeVe as shipped (default verifier, token vectors kept at ingestion by MeVe.from_texts; target >= 2x at 100k), "
+                    f"the p50 of MeVe (default verifier, token vectors kept at ingestion by MeVe.from_texts; target >= 2x at 100k), "
                     f"LlamaIndex's {big['llamaindex_over_meve_default_p50']:.2f}x (different verifiers: this compares cost, not quality). Over a store meve did not build, where the verifier encodes the candidates at query time: "
                     f"{big['langchain_over_meve_default_query_time_p50']:.2f}x and {big['llamaindex_over_meve_default_query_time_p50']:.2f}x. "
                     f"With the same cross-encoder in all three: {big['langchain_over_meve_p50']:.2f}x and {big['llamaindex_over_meve_p50']:.2f}x."
-                    + _pairs_note(big),
+                    + _pairs_note(big)
+                    + " "
+                    + _race_config(s["race"]),
                 )
             )
         elif "meve_default_query_time_ms_p50" in big:
@@ -964,6 +982,7 @@ def write() -> None:
             f"EnsembleRetriever[{s['race'].get('langchain_ensemble', 'Chroma vector k, BM25Retriever k')}].",
             "LlamaIndex: QueryFusionRetriever(vector k + BM25 k, RRF, cut to k) + SentenceTransformerRerank(top 10) + SimilarityPostprocessor(0.5).",
             "Embeddings are computed once and cached, so build times exclude model time. Plot: `benchmarks/results/speed_loglog.png`.",
+            _race_config(s["race"]),
             "",
         ]
         race_rows = s["race"]["rows"]

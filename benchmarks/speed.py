@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from benchmarks.common import CACHE, default_verifier, embedder, pct, prime
+from benchmarks.common import CACHE, MEVE_KNOBS, acting, default_verifier, embedder, pct, prime
 from meve import CrossEncoderScorer, MeVe, MeVeConfig, SentenceTransformerEmbedder
 from meve.chunking import split_sentences
 from meve.lexical import Bm25sBackend, IncrementalBM25, RankBM25Backend, top_k
@@ -300,6 +300,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
         "queries": n_queries,
         "cross_encoder": "MiniLM-L6 encoder + random 1-logit head (timing only)",
         "langchain_ensemble": f"Chroma vector k, BM25Retriever k; fused list cut to its top {k}",
+        "meve_config": acting({name: getattr(MeVeConfig(), name) for name in MEVE_KNOBS}),
     }
 
 
