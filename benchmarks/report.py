@@ -283,7 +283,7 @@ def _minimal_documents(m: dict[str, Any], base: dict[str, Any]) -> list[str]:
         f"### The same questions with MeVe over documents (`python -m benchmarks.run --full --only minimal_documents`, {m['date']})",
         "",
         "MeVe.from_documents (documents first, then sentence windows inside them; HotpotQA: one document per paragraph, SQuAD: one per article) "
-        f"with MeVeConfig() as shipped ({', '.join(f'{k} {v}' for k, v in m['config'].items())}) and the document weights of the hierarchical "
+        f"with MeVeConfig() as shipped ({_knobs(m['config'])}) and the document weights of the hierarchical "
         "section. Nothing is tuned here; the baselines are the flat section's, on the same test questions"
         + ("" if m.get("flat_results_date") == base.get("date") else f" (**stale**: compared with a flat run of {m.get('flat_results_date')}, the flat section is of {base.get('date')})")
         + ".",
@@ -321,8 +321,8 @@ def _knobs(cfg: dict[str, Any]) -> str:
 def _minimal_section(m: dict[str, Any]) -> list[str]:
     cfg = m["default"]["config"]
     coverage = "coverage" in m["grid"][0]  # runs before 2026-11-24 did not try query coverage
-    # nor, before its second run, a floor for it
     prune_knob = " with its gate" if "prune_gate" in m["grid"][0] else ""  # from its 2026-11-24 afternoon run
+    # nor, before its second run, a floor for coverage
     coverage_knob = f"query coverage{' with its floor' if 'coverage_floor' in m['grid'][0] else ''} and " if coverage else ""
     lines = [
         f"## Minimal context: MeVe against the top-k frontier at equal tokens (`{m['command']}`)",
