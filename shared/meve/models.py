@@ -29,6 +29,7 @@ __all__ = [
     "Embedder",
     "LazyModels",
     "ModelRegistry",
+    "ProvidesVerifier",
     "RelevanceScorer",
     "SentenceTransformerEmbedder",
     "SharedPass",
@@ -68,6 +69,15 @@ class RelevanceScorer(Protocol):
     name: str
 
     def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray: ...
+
+
+@runtime_checkable
+class ProvidesVerifier(Protocol):
+    """A scorer that knows how meve should run it (:class:`Verifier`): how it scores sentences
+    inside a passage and, optionally, a shared pass. meve's late interaction and cross-encoder
+    are such scorers; a scorer of your own can be one too."""
+
+    def verifier(self) -> Verifier: ...
 
 
 #: Scores of character spans (sentences) inside passages: (query, texts, spans per text) -> one array per text.
@@ -472,14 +482,22 @@ def make_verifier(spec: Verifier | RelevanceScorer | str | None, embedder: Embed
 
     A name (or ``None``) as :func:`make_scorer`; ``"late-interaction"`` shares the embedder's
     forward pass and scores sentences in their passage's context. A scorer object runs through
-    the one protocol (:meth:`Verifier.of`). A :class:`Verifier` is taken as it is, after checking
-    that its shared pass makes ``embedder``'s vectors.
+    the one protocol (:meth:`Verifier.of`), unless it provides its own (:class:`ProvidesVerifier`:
+    a ``LateInteractionScorer`` you configured scores sentences from its kept token vectors, as
+    ``"late-interaction"`` does; its shared pass is kept only over the embedder it was built on).
+    A :class:`Verifier` is taken as it is, after checking that its shared pass makes
+    ``embedder``'s vectors.
     """
     if isinstance(spec, Verifier):
         if spec.shared is not None and spec.shared.name != embedder.name:
             allowed = f"a Verifier whose shared pass makes the embedder's vectors ({embedder.name!r}), or one with shared=None"
             raise ConfigError("scorer", spec.shared.name, allowed)
         return spec
+    if isinstance(spec, ProvidesVerifier) and not isinstance(spec, str):
+        own = spec.verifier()
+        # A shared pass makes the vectors of the model the scorer runs; over another embedder
+        # the MeVe's vectors come from that embedder, and only the sentence scoring is the scorer's.
+        return own if own.shared is None or own.shared.name == embedder.name else replace(own, shared=None)
     if spec is not None and not isinstance(spec, str):
         return Verifier.of(spec)
     name = _scorer_name(spec)

@@ -170,8 +170,8 @@ class LateInteractionScorer:
     def verifier(self) -> Verifier:
         """This scorer as a MeVe runs it (:class:`meve.models.Verifier`): sentences scored in their
         passage's context (:meth:`score_spans`), and a shared pass that makes the embedder's dense
-        vectors while keeping their token vectors. ``MeVe(scorer="late-interaction")`` builds this;
-        pass ``scorer=my_scorer.verifier()`` to get the same from a scorer you configured."""
+        vectors while keeping their token vectors. ``MeVe(scorer="late-interaction")`` builds this,
+        and so does ``MeVe(scorer=my_scorer)`` for a scorer you configured."""
         from meve.models import SharedPass, Verifier
 
         return Verifier(self, self._score_span_lists, SharedPass(self._st.name, self.embed_and_cache, self.embed_query))

@@ -13,6 +13,7 @@ import pytest
 
 from meve import BiEncoderScorer, ConfigError, LateInteractionScorer, MeVe, MeVeConfig, make_scorer
 from meve.cli import demo_corpus
+from meve.models import make_verifier
 from meve.verifier import CALIBRATION_PATH, Calibration
 
 pytestmark = pytest.mark.integration
@@ -65,6 +66,34 @@ def test_a_verifier_that_cannot_load_raises_and_names_it(minilm, tmp_path):
         LateInteractionScorer(minilm, calibration=tmp_path / "nope.safetensors")
 
 
+def test_a_configured_late_interaction_object_runs_as_its_own_verifier(minilm):
+    # Passed as a plain object (not .verifier()), it still keeps token vectors at ingestion and
+    # prunes from them: no sentence is encoded on its own at query time.
+    corpus = demo_corpus()["passages"]
+    scorer = LateInteractionScorer(minilm)
+    texts, ids = [p["text"] for p in corpus], [p["id"] for p in corpus]
+    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8, prune="verifier", prune_gate=0.0))
+    assert len(scorer.cache) == len(set(texts))
+    r = m.run("In what year did John Boyd Dunlop develop the pneumatic tyre?")
+    prune = r.phase("prune")
+    assert prune.info["mode"] == "verifier" and [d.id for d in prune.dropped] == ["dunlop@63-179"]
+    assert scorer.encoded_at_query_time == 0
+
+
+def test_a_scorers_own_verifier_drops_its_shared_pass_over_another_embedder(minilm):
+    class OtherEmbedder:
+        name = "some-other-model"
+
+        def encode(self, texts):
+            raise AssertionError("not called while resolving a verifier")
+
+    scorer = LateInteractionScorer(minilm)
+    assert make_verifier(scorer, minilm).shared is not None
+    other = make_verifier(scorer, OtherEmbedder())
+    # Sentences are still scored in their passage's context; the dense vectors are the other embedder's.
+    assert other.shared is None and other.scorer is scorer and other.spans == scorer.verifier().spans
+
+
 def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     corpus = demo_corpus()["passages"]
     scorer = LateInteractionScorer(minilm)
@@ -90,12 +119,19 @@ def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     assert np.allclose(scorer.score("derailleur gears", [corpus[0]["text"]]), fresh, atol=2e-3)
 
 
-def test_a_scorer_given_as_a_plain_object_runs_through_the_one_protocol(minilm):
-    # No type sniffing: the same scorer passed without its Verifier bundle shares no forward pass,
-    # so ingestion keeps no token vectors and the candidates are encoded when first verified.
+def test_a_scorer_with_only_the_protocol_runs_through_it(minilm):
+    # A scorer that offers no Verifier of its own shares no forward pass, so ingestion keeps no
+    # token vectors and the candidates are encoded when first verified.
+    class OnlyTheProtocol:
+        def __init__(self, inner):
+            self.inner, self.name = inner, inner.name
+
+        def score(self, query, passages, query_vec=None):
+            return self.inner.score(query, passages, query_vec)
+
     corpus = demo_corpus()["passages"]
     scorer = LateInteractionScorer(minilm)
-    m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8))
+    m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer=OnlyTheProtocol(scorer), config=MeVeConfig(k_init=8, prune="none"))
     assert len(scorer.cache) == 0
     r = m.run("What does the derailleur do on a bicycle?")
     # every passage it scored (8 candidates, then any fallback ones) was encoded once, then cached
