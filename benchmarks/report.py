@@ -112,7 +112,7 @@ def _plots(res: dict[str, Any]) -> list[str]:
         fig, ax = plt.subplots(figsize=(6, 4))
         if s:
             rows = s["race"]["rows"]
-            for sys in ("meve", "meve_default", "meve_default_query_time", "langchain", "llamaindex"):
+            for sys in ("meve", "meve_unpruned", "meve_default", "meve_default_dense_unpruned", "meve_default_query_time", "langchain", "llamaindex"):
                 have = [r for r in rows if f"{sys}_ms_p50" in r]
                 if have:
                     ax.plot([r["passages"] for r in have], [r[f"{sys}_ms_p50"] for r in have], "o-", label=f"{sys} query p50")
@@ -149,7 +149,26 @@ ARM_LABELS = {
     "meve": "cross-encoder",
     "meve_default": "default verifier, token vectors kept",
     "meve_default_query_time": "default verifier, encoded at query time",
+    "meve_default_dense_unpruned": "default verifier, token vectors kept, dense candidates, no pruning",
+    "meve_unpruned": "cross-encoder, no pruning",
 }
+
+
+def _same_run_note(row: dict[str, Any]) -> str:
+    """What today's defaults cost, from the arms that leave them out in the same run (older races lack them)."""
+    parts = []
+    if "meve_default_dense_unpruned_ms_p50" in row and "meve_default_ms_p50" in row:
+        parts.append(
+            f"the default verifier with dense candidates and no pruning answers in {row['meve_default_dense_unpruned_ms_p50']:.1f} ms p50 "
+            f"(overhead {row['meve_default_dense_unpruned_overhead_ms_p50']:.1f} ms) against the default's {row['meve_default_ms_p50']:.1f} ms "
+            f"(overhead {row['meve_default_overhead_ms_p50']:.1f} ms)"
+        )
+    if "meve_unpruned_ms_p50" in row:
+        parts.append(
+            f"the cross-encoder without pruning answers in {row['meve_unpruned_ms_p50']:.1f} ms p50 against {row['meve_ms_p50']:.1f} ms with it "
+            f"(LangChain's composition {row['langchain_over_meve_unpruned_p50']:.2f}x, LlamaIndex's {row['llamaindex_over_meve_unpruned_p50']:.2f}x the unpruned p50)"
+        )
+    return f" Same run, same store: {'; '.join(parts)}." if parts else ""
 
 
 def _kept_sizes(rows: list[dict[str, Any]]) -> str:
@@ -894,7 +913,8 @@ def write() -> None:
                 f"meve's own overhead (wall time of MeVeRetriever.invoke minus verifier model time) at {big['passages']:,} passages: "
                 + ", ".join(f"{big[f'{a}_overhead_ms_p50']:.1f} ms p50 ({ARM_LABELS[a]})" for a in arms)
                 + " (target <= 10 ms at 100k)."
-                + _phase_split(big, arms, missed=worst > 10),
+                + _phase_split(big, arms, missed=worst > 10)
+                + _same_run_note(big),
             )
         )
     lines.append("")
@@ -977,7 +997,9 @@ def write() -> None:
             "`meve_default` the default verifier (late interaction) with the passages' token vectors kept at ingestion, as MeVe.from_texts does "
             "(the race's dense vectors come from the embedding cache, so the passages' token vectors are made for it once and cached on disk; "
             f"measured at {_kept_sizes(s['race']['rows'])} passages); "
-            "`meve_default_query_time` the same verifier encoding each query's candidates at query time. All three over one store.",
+            "`meve_default_query_time` the same verifier encoding each query's candidates at query time; "
+            "`meve_default_dense_unpruned` the default verifier with token vectors kept, dense candidates and no sentence pruning, and "
+            "`meve_unpruned` the cross-encoder with no sentence pruning (where the race recorded them: what those two defaults cost). All over one store.",
             "LangChain: ContextualCompressionRetriever(DocumentCompressorPipeline[CrossEncoderReranker(top 10), EmbeddingsRedundantFilter]) over "
             f"EnsembleRetriever[{s['race'].get('langchain_ensemble', 'Chroma vector k, BM25Retriever k')}].",
             "LlamaIndex: QueryFusionRetriever(vector k + BM25 k, RRF, cut to k) + SentenceTransformerRerank(top 10) + SimilarityPostprocessor(0.5).",

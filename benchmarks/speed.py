@@ -222,23 +222,28 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
         # 20 minutes for 100k passages on this CPU) and cached on disk. "meve_default_query_time": nothing kept,
         # each query's candidates encoded at query time (LRU-cached), as over a collection built
         # without meve.
-        arms: list[tuple[str, LateInteractionScorer]] = [("meve_default_query_time", LateInteractionScorer(SentenceTransformerEmbedder()))]
+        # Two more arms over the same store, in the same run, say what today's defaults cost: the
+        # default verifier with dense candidates and no sentence pruning ("meve_default_dense_unpruned"),
+        # and the cross-encoder without pruning ("meve_unpruned": the work the compositions do,
+        # passages scored and nothing more).
+        arms: list[tuple[str, Verifier, dict[str, Any]]] = [("meve_default_query_time", li_verifier(LateInteractionScorer(SentenceTransformerEmbedder())), {})]
         if n <= kept_up_to:
             li, disk = default_verifier("all-MiniLM-L6-v2-race")
             prime(li, texts, "race")
             disk.save(li.cache)
-            arms.insert(0, ("meve_default", li))
-        for arm, scorer in arms:
+            arms[:0] = [("meve_default", li_verifier(li), {}), ("meve_default_dense_unpruned", li_verifier(li), {"candidates": "dense", "prune": "none"})]
+        arms.append(("meve_unpruned", Verifier.of(timed.inner), {"prune": "none"}))
+        for arm, verifier, knobs in arms:
             gc.collect()
             traces, model_ms = [], []
-            timed_li = _TimedScorer(scorer)
+            timed_li = _TimedScorer(verifier.scorer)
             # The same in-memory collection from_texts made for itself: nothing else writes to it, so no catch-up, as shipped.
             core = MeVe(
                 store=meve.meve.store,
                 lexical=meve.meve.lexical,
-                config=MeVeConfig(k_init=k, t_max=512),
+                config=MeVeConfig(k_init=k, t_max=512, **knobs),
                 embedder=emb,
-                scorer=timed_li.timing(li_verifier(scorer)),
+                scorer=timed_li.timing(verifier),
                 follow_replicas=False,
             )
             default = MeVeRetriever(meve=core)
@@ -308,7 +313,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
         row["llamaindex_ms_p50"], row["llamaindex_ms_p95"] = round(pct(lat, 50), 1), round(pct(lat, 95), 1)
         row["llamaindex_pairs_p50"] = pct(li_pairs[1:], 50)
         for other in ("langchain", "llamaindex"):
-            for arm in ("meve", "meve_default", "meve_default_query_time"):
+            for arm in ("meve", "meve_default", "meve_default_query_time", "meve_default_dense_unpruned", "meve_unpruned"):
                 if f"{arm}_ms_p50" in row:
                     row[f"{other}_over_{arm}_p50"] = round(row[f"{other}_ms_p50"] / row[f"{arm}_ms_p50"], 2)
         rows.append(row)
