@@ -212,6 +212,34 @@ NAMES = {"hotpotqa": "HotpotQA", "squad": "SQuAD"}
 TARGETS = {"hotpotqa": 0.50, "squad": 0.40}  # token share of the reference allowed by issue 12
 
 
+def _dev_reach(name: str, d: dict[str, Any]) -> str:
+    """Whether any setting tried reaches the target on dev (with the dev rate the rule uses): a
+    target that no setting reaches on dev is beyond what tuning can give."""
+    dev = d.get("dev", {})
+    grid, ref = dev.get("meve_grid"), dev.get("reference")
+    if not grid or not ref:
+        return ""
+    metric = "answer_in_context" if ref.get("answer_in_context") is not None else "sent_recall"
+    label = "answer-in-context" if metric == "answer_in_context" else "supporting-sentence recall"
+    need = ref[metric] - (0.01 if name == "hotpotqa" else 0.0)
+    rate_ok = [r for r in grid if r[metric] is not None and r[metric] >= need]
+    both = [r for r in rate_ok if r["tokens"] <= TARGETS[name] * ref["tokens"]]
+    if both:
+        c = min(both, key=lambda r: r["tokens"])
+        return (
+            f" On dev ({label}), {len(both)} of the {len(grid)} settings tried meet both conditions (the fewest tokens: {c['tokens']:.0f}, "
+            f"{c['tokens'] / ref['tokens']:.0%} of the reference's, at {c[metric] - ref[metric]:+.3f}); the default is one setting for both datasets."
+        )
+    if rate_ok:
+        c = min(rate_ok, key=lambda r: r["tokens"])
+        return f" On dev ({label}), {len(rate_ok)} of the {len(grid)} settings tried reach the rate, none within the token share (the fewest tokens among them: {c['tokens'] / ref['tokens']:.0%})."
+    best = max(grid, key=lambda r: (r[metric] or 0.0, -r["tokens"]))
+    return (
+        f" On dev ({label}), none of the {len(grid)} settings tried reaches the rate at any token count: the best is {best[metric]:.3f} "
+        f"({best['tokens']:.0f} tokens) against the reference's {ref[metric]:.3f}."
+    )
+
+
 def _minimal_targets(m: dict[str, Any], who: str = "MeVe default") -> list[str]:
     lines = []
     for name, d in m["datasets"].items():
@@ -229,7 +257,7 @@ def _minimal_targets(m: dict[str, Any], who: str = "MeVe default") -> list[str]:
                 ok,
                 f"{NAMES[name]} test ({t['questions']} questions), {who} against {ref['system']}: answer-in-context {mv['answer_in_context']:.3f} vs {ref['answer_in_context']:.3f} "
                 f"({mv['answer_in_context'] - ref['answer_in_context']:+.3f}; target: {goal}) with {mv['tokens']:.0f} vs {ref['tokens']:.0f} tokens "
-                f"({share:.0%}; target <= {TARGETS[name]:.0%}).",
+                f"({share:.0%}; target <= {TARGETS[name]:.0%})." + _dev_reach(name, d),
             )
         )
     for name, d in m["datasets"].items():

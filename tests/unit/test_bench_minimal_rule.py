@@ -40,3 +40,22 @@ def test_dev_rule_between_documents_and_flat() -> None:
     # Neither meets it: the smaller shortfall wins, then fewer tokens.
     assert _dev_rule_between(_dev(0.7, 200, 0.8, 300)).endswith("prefers the flat default.")
     assert _dev_rule_between(_dev(0.8, 300, 0.8, 200)).endswith("prefers the flat default.")
+
+
+def _grid(*rows: tuple[float, float]) -> dict:
+    ref = {"answer_in_context": None, "sent_recall": 0.95, "tokens": 600.0}
+    return {"dev": {"reference": ref, "meve_grid": [{"answer_in_context": None, "sent_recall": r, "tokens": t} for r, t in rows]}}
+
+
+def test_dev_reach_says_whether_tuning_could_meet_a_target() -> None:
+    from benchmarks.report import _dev_reach
+
+    # HotpotQA: within 1 point of the reference's dev rate, with <= 50% of its tokens.
+    none = _dev_reach("hotpotqa", _grid((0.8, 700), (0.7, 200)))
+    assert "none of the 2 settings tried reaches the rate at any token count: the best is 0.800 (700 tokens)" in none
+    assert "1 of the 2 settings tried reach the rate, none within the token share (the fewest tokens among them: 67%)" in _dev_reach(
+        "hotpotqa", _grid((0.945, 400), (0.7, 200))
+    )
+    met = _dev_reach("hotpotqa", _grid((0.945, 400), (0.96, 290), (0.95, 250)))
+    assert "2 of the 3 settings tried meet both conditions (the fewest tokens: 250, 42% of the reference's, at +0.000)" in met
+    assert _dev_reach("hotpotqa", {"dev": {}}) == ""
