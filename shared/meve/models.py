@@ -493,7 +493,7 @@ def make_verifier(spec: Verifier | RelevanceScorer | str | None, embedder: Embed
             allowed = f"a Verifier whose shared pass makes the embedder's vectors ({embedder.name!r}), or one with shared=None"
             raise ConfigError("scorer", spec.shared.name, allowed)
         return spec
-    if isinstance(spec, ProvidesVerifier) and not isinstance(spec, str):
+    if isinstance(spec, ProvidesVerifier):
         own = spec.verifier()
         # A shared pass makes the vectors of the model the scorer runs; over another embedder
         # the MeVe's vectors come from that embedder, and only the sentence scoring is the scorer's.

@@ -395,7 +395,7 @@ def test_a_shared_pass_for_another_embedder_is_refused():
 
 @pytest.mark.parametrize("candidates", ["dense", "hybrid"])
 def test_only_a_collection_others_can_reach_is_followed_for_their_rows(candidates):
-    # A count() costs about 4 ms at 100k rows: a MeVe that made its own in-memory collection under
+    # A count() costs 4-12 ms at 100k rows (measured on two days): a MeVe that made its own in-memory collection under
     # an unpublished name skips it; one on a named collection pays it once per query, though hybrid
     # candidates and the fallback both search BM25.
     cfg = MeVeConfig(k_init=2, candidates=candidates, tau=0.99, n_min=3, t_max=500)
