@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from meve.models import Verifier
-from meve.verifier import LateInteractionScorer, TokenVectorCache, text_key
+from meve.scoring.protocols import Scoring
+from meve.scoring.late_interaction import LateInteractionScorer, TokenVectorCache, text_key
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -273,10 +273,10 @@ def prime(li: LateInteractionScorer, texts: Sequence[str], label: str) -> None:
         print(f"{label}: encoded {start + len(batch)}/{len(missing)} texts", flush=True)
 
 
-def li_verifier(li: LateInteractionScorer) -> Verifier:
+def li_verifier(li: LateInteractionScorer) -> Scoring:
     """``li`` as ``MeVe(scorer="late-interaction")`` runs it (sentences scored in their passage's
     context), less the shared pass: the benchmarks' dense vectors come from the embedding cache."""
-    return replace(li.verifier(), shared=None)
+    return replace(li.scoring(), shared=None)
 
 
 def default_verifier(cache: str = "all-MiniLM-L6-v2") -> tuple[LateInteractionScorer, TokenDiskCache]:

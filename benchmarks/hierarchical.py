@@ -30,11 +30,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import answer_in, default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
-from meve import BiEncoderScorer, MeVe, MeVeConfig, get_token_counter
-from meve.chunking import split_sentences
-from meve.hierarchy import DOC_SIGNALS, Document, fuse_documents, lead_text, sentence_windows
-from meve.records import ContextResult
-from meve.verifier import LateInteractionScorer
+from meve.scoring.cosine import CosineScorer
+from meve import MeVe, MeVeConfig, get_token_counter
+from meve.core.text import split_sentences
+from meve.mindref.documents import DOC_SIGNALS, Document, fuse_documents, lead_text, sentence_windows
+from meve.core.records import ContextResult
+from meve.scoring.late_interaction import LateInteractionScorer
 
 GRID_VALUES = (0.0, 0.25, 0.5, 1.0)
 SUMMARY_TOKENS = 64
@@ -250,7 +251,7 @@ def _with(m: MeVe, **overrides: Any) -> MeVe:
         lexical=m.lexical,
         config=m.config.replace(**overrides),
         embedder=m.embedder,
-        scorer=m.verifier,
+        scorer=m.scoring,
         token_counter=m.token_counter,
         follow_replicas=m.follow_replicas,
     )
@@ -286,7 +287,7 @@ def growth(data: Path, sizes: Sequence[int], n_queries: int = 30) -> dict[str, A
     sents = [s for d in base for s in split_sentences(d.text)]
     rng = np.random.default_rng(0)
     emb = MixedEmbedder()
-    scorer = BiEncoderScorer(emb)
+    scorer = CosineScorer(emb)
     rows = []
     for n in sizes:
         docs = list(base[:n])

@@ -13,7 +13,7 @@ from typing import Any
 
 from benchmarks.common import embedder
 from meve import get_token_counter
-from meve.store import chroma_client
+from meve.retrieval.chroma import chroma_client
 
 # Category names as used by the LoCoMo evaluation code and follow-up work (the file has numbers only).
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

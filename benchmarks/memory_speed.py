@@ -58,8 +58,9 @@ def _pct(xs, q):
 
 
 def memory_scaling(sizes, reps=30):
-    from meve import MemoryConfig, MomentaryMemory, default_embedder
-    from meve.store import chroma_client
+    from meve import MemoryConfig, MomentaryMemory
+    from meve.scoring.embedders import default_embedder
+    from meve.retrieval.chroma import chroma_client
 
     rng = np.random.default_rng(0)
     model = default_embedder().inner  # uncached: the real per-call model time
@@ -130,7 +131,7 @@ def memory_scaling(sizes, reps=30):
 
 
 def collection_layout(total, share=0.01, reps=30):
-    from meve.store import chroma_client
+    from meve.retrieval.chroma import chroma_client
 
     rng = np.random.default_rng(1)
     client = chroma_client()
@@ -175,8 +176,9 @@ def _rss_mib():
 def query_rss(n_queries=5000, n_turns=200, checkpoints=(1000, 2500, 5000)):
     """Resident memory over many distinct queries to one memory with the real default embedder,
     whose process-wide cache of query vectors is bounded by bytes (128 MiB by default)."""
-    from meve import MemoryConfig, MomentaryMemory, default_embedder
-    from meve.store import chroma_client
+    from meve import MemoryConfig, MomentaryMemory
+    from meve.scoring.embedders import default_embedder
+    from meve.retrieval.chroma import chroma_client
 
     rng = np.random.default_rng(2)
     embedder = default_embedder()

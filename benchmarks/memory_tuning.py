@@ -36,10 +36,12 @@ import numpy as np
 from benchmarks.common import RESULTS, data_dir, embedder, machine
 from benchmarks.locomo import CATEGORIES, llamaindex_vector_memory, load, turns_of
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
-from meve.fusion import rrf, weighted_sum
-from meve.lexical import IncrementalBM25, bm25_tokenize, stemmed_tokenize
-from meve.memory import Turn, date_prefix
-from meve.store import chroma_client
+from meve.retrieval.fusion import rrf, weighted_sum
+from meve.retrieval.bm25 import IncrementalBM25
+from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
+from meve.memory.records import Turn
+from meve.memory.render import date_prefix
+from meve.retrieval.chroma import chroma_client
 
 DEV, TEST = range(0, 5), range(5, 10)
 BUDGET = 512

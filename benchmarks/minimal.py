@@ -50,13 +50,14 @@ from benchmarks.common import (
 )
 from benchmarks.quality import wikipedia_corpus
 from meve import MeVe, MeVeConfig, get_token_counter
-from meve.chunking import sentence_spans
-from meve.cross_encoder import SHIPPED, MeveCrossEncoder
-from meve.fusion import rrf
-from meve.models import Verifier, make_verifier
-from meve.records import ContextResult
-from meve.tokens import TokenCounter
-from meve.verifier import LateInteractionScorer
+from meve.core.text import sentence_spans
+from meve.scoring.meve_cross_encoder import MeveCrossEncoderScorer, SHIPPED
+from meve.retrieval.fusion import rrf
+from meve.scoring.protocols import Scoring
+from meve.scoring.resolve import make_scoring
+from meve.core.records import ContextResult
+from meve.core.tokens import TokenCounter
+from meve.scoring.late_interaction import LateInteractionScorer
 
 SEP = "\n\n"
 YES_NO = {"yes", "no"}
@@ -78,7 +79,7 @@ GRID: list[dict[str, Any]] = [
         [0.1, 0.3, 0.5],
         [("none", 0.5), ("gap", 0.5), ("ratio", 0.8)],
         [(0.0, 0.0, 1), (0.0, 0.0, 3), *((cov, floor, 1) for cov in (0.1, 0.2, 0.3) for floor in (0.0, 0.05))],
-        [("none", 0.5, 0.0), *(("verifier", pr, gate) for pr in (0.3, 0.5, 0.7) for gate in (0.0, 0.2))],
+        [("none", 0.5, 0.0), *(("scorer", pr, gate) for pr in (0.3, 0.5, 0.7) for gate in (0.0, 0.2))],
     )
 ]
 # What MeVeConfig() ships when the run starts, reported on test beside the new dev choice.
@@ -157,7 +158,7 @@ def squad_sets(data: Path, n_questions: int, seed: int = 12) -> dict[str, tuple[
 class Bench:
     """One corpus with its MeVe index; each system maps a question to (ids, context)."""
 
-    def __init__(self, ids: list[str], texts: list[str], li: LateInteractionScorer, verifier: Verifier | None = None) -> None:
+    def __init__(self, ids: list[str], texts: list[str], li: LateInteractionScorer, verifier: Scoring | None = None) -> None:
         """``verifier``: MeVe's, when not the default late interaction ``li`` (which also primes the dense vectors)."""
         self.emb = embedder()
         self.counter = get_token_counter()
@@ -319,9 +320,9 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
     chosen_verifier = None
     if verifier in SHIPPED:
         # Sentence logits kept for every question: the dev sweep runs each question 144 times.
-        chosen_verifier = MeveCrossEncoder.shipped(verifier, cache_size=10**7).verifier()
+        chosen_verifier = MeveCrossEncoderScorer.shipped(verifier, cache_size=10**7).scoring()
     elif verifier:
-        chosen_verifier = make_verifier(verifier, embedder())
+        chosen_verifier = make_scoring(verifier, embedder())
     datasets = {"hotpotqa": hotpot_sets(data), "squad": squad_sets(data, squad_questions)}
     reference_k = {"hotpotqa": 5, "squad": 3}
     out: dict[str, Any] = {"protocol": __doc__.split("\n\n")[1:3], "grid": GRID, "datasets": {}}
@@ -414,7 +415,7 @@ def run(data: Path, squad_questions: int = 300, limit: int | None = None, verifi
     return out
 
 
-def paper_wikipedia(data: Path, li: LateInteractionScorer, default: dict[str, Any], verifier: Verifier | None = None) -> dict[str, Any]:
+def paper_wikipedia(data: Path, li: LateInteractionScorer, default: dict[str, Any], verifier: Scoring | None = None) -> dict[str, Any]:
     """The paper's Wikipedia setting as far as it is known: 64-token sentence-group chunks, title questions."""
     ids, texts, queries, n_articles = wikipedia_corpus(data)
     counter = get_token_counter()

@@ -24,8 +24,8 @@ from benchmarks.common import RESULTS, default_verifier, embedder, li_verifier, 
 from benchmarks.hierarchical import SUMMARY_TOKENS, corpus_texts, squad_articles
 from benchmarks.minimal import RULE_METRIC, _timed, envelope_at, hotpot_paragraphs, hotpot_raw, hotpot_sets, score, squad_sets
 from meve import MeVe, MeVeConfig, get_token_counter
-from meve.hierarchy import Document
-from meve.records import ContextResult
+from meve.mindref.documents import Document
+from meve.core.records import ContextResult
 
 
 def documents(data: Path) -> dict[str, dict[str, list[Document]]]:

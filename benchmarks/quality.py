@@ -12,8 +12,8 @@ import numpy as np
 
 from benchmarks.common import answer_in, default_verifier, embedder, li_verifier, pct, prime
 from meve import MeVe, MeVeConfig, get_token_counter
-from meve.chunking import chunk_text
-from meve.locate import ExactIndex
+from meve.core.text import chunk_text
+from meve.mindref.locate import ExactIndex
 
 PHASES = ("retrieve", "verify", "fallback", "prioritise", "budget")
 

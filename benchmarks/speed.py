@@ -23,10 +23,11 @@ import psutil
 
 from benchmarks.common import CACHE, MEVE_KNOBS, acting, default_verifier, embedder, li_verifier, pct, prime
 from meve import CrossEncoderScorer, MeVe, MeVeConfig, SentenceTransformerEmbedder
-from meve.chunking import split_sentences
-from meve.lexical import Bm25sBackend, IncrementalBM25, RankBM25Backend, top_k
-from meve.models import Verifier, _sigmoid
-from meve.verifier import LateInteractionScorer
+from meve.core.text import split_sentences
+from meve.retrieval.bm25 import Bm25sBackend, IncrementalBM25, RankBM25Backend, top_k
+from meve.scoring.protocols import Scoring
+from meve.scoring.cosine import sigmoid
+from meve.scoring.late_interaction import LateInteractionScorer
 
 
 def cross_encoder_path() -> str:
@@ -34,7 +35,7 @@ def cross_encoder_path() -> str:
     if not (path / "config.json").exists():
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from meve.models import default_model_path
+        from meve.scoring.registry import default_model_path
 
         model = AutoModelForSequenceClassification.from_pretrained(default_model_path(), num_labels=1)
         model.save_pretrained(path)
@@ -80,7 +81,7 @@ class _TimedScorer:
         finally:
             self.seconds += time.perf_counter() - t0
 
-    def timing(self, verifier: Verifier) -> Verifier:
+    def timing(self, verifier: Scoring) -> Scoring:
         """``verifier`` (the inner scorer's, as a MeVe would run it) with its sentence scoring
         timed on this clock too. No shared pass: the race serves dense vectors from its cache."""
 
@@ -91,7 +92,7 @@ class _TimedScorer:
             finally:
                 self.seconds += time.perf_counter() - t0
 
-        return Verifier(self, spans)
+        return Scoring(self, spans)
 
 
 class _PeakRSS:
@@ -164,7 +165,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
 
     from langchain_meve import MeVeRetriever
     from llamaindex_meve import MeVeEmbedding
-    from meve.store import chroma_client
+    from meve.retrieval.chroma import chroma_client
 
     emb = embedder()
     ce_path = cross_encoder_path()
@@ -196,7 +197,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
         timed = _TimedScorer(CrossEncoderScorer(ce_path))
         mem, t0 = _PeakRSS().start(), time.perf_counter()
         meve = MeVeRetriever.from_texts(
-            texts, ids=ids, embedder=emb, scorer=timed.timing(Verifier.of(timed.inner)), config=MeVeConfig(k_init=k, t_max=512), batch_size=2048
+            texts, ids=ids, embedder=emb, scorer=timed.timing(Scoring.of(timed.inner)), config=MeVeConfig(k_init=k, t_max=512), batch_size=2048
         )
         row["meve_build_s"] = round(time.perf_counter() - t0, 2)
         mem.stop()
@@ -226,7 +227,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
         # default verifier with dense candidates and no sentence pruning ("meve_default_dense_unpruned"),
         # and the cross-encoder without pruning ("meve_unpruned": the work the compositions do,
         # passages scored and nothing more).
-        arms: list[tuple[str, Verifier, dict[str, Any]]] = [("meve_default_query_time", li_verifier(LateInteractionScorer(SentenceTransformerEmbedder())), {})]
+        arms: list[tuple[str, Scoring, dict[str, Any]]] = [("meve_default_query_time", li_verifier(LateInteractionScorer(SentenceTransformerEmbedder())), {})]
         if n <= kept_up_to:
             li, disk = default_verifier("all-MiniLM-L6-v2-race")
             prime(li, texts, "race")
@@ -236,7 +237,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
             twin = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=0)
             twin.cache = li.cache
             arms[:0] = [("meve_default", li_verifier(li), {}), ("meve_default_dense_unpruned", li_verifier(twin), {"candidates": "dense", "prune": "none"})]
-        arms.append(("meve_unpruned", Verifier.of(timed.inner), {"prune": "none"}))
+        arms.append(("meve_unpruned", Scoring.of(timed.inner), {"prune": "none"}))
         for arm, verifier, knobs in arms:
             gc.collect()
             traces, model_ms = [], []
@@ -450,7 +451,7 @@ def verification_cost(data: Path, n_queries: int = 20, k: int = 20) -> dict[str,
     for name, int8 in (("onnxruntime_fp32", False), ("onnxruntime_int8", True)):
         fn = onnx_cross_encoder(ce_path, int8=int8)
         if fn is not None:
-            arms[name] = lambda q, c, fn=fn: _sigmoid(fn(q, c))
+            arms[name] = lambda q, c, fn=fn: sigmoid(fn(q, c))
     times: dict[str, list[float]] = {"plain": [], **{a: [] for a in arms}}
     agree: dict[str, list[float]] = {a: [] for a in arms}
     for q in queries(data, n_queries):

@@ -43,9 +43,9 @@ import numpy as np
 
 from benchmarks.common import RESULTS, data_dir, default_verifier, embedder, sha256_file, squad, squad_dev_split, squad_pairs
 from benchmarks.verifier import CROSS_ENCODERS, auc, score_pairs
-from meve.chunking import split_sentences
-from meve.cross_encoder import CROSS_ENCODER_PATH, SHIPPED, MeveCrossEncoder, MiniLMCrossEncoder, best_sentence, read_file
-from meve.verifier import Calibration, fit_platt
+from meve.core.text import split_sentences
+from meve.scoring.meve_cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoderScorer, MiniLMCrossEncoder, SHIPPED, best_sentence, read_file
+from meve.scoring.calibration import Calibration, fit_platt
 
 _WORD = re.compile(r"\w+")
 _STOP = frozenset(
@@ -191,7 +191,7 @@ def train(
 ) -> dict[str, Any]:
     import torch
 
-    from meve.models import default_model_path
+    from meve.scoring.registry import default_model_path
 
     torch.manual_seed(seed)
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -284,7 +284,7 @@ def train(
     return log
 
 
-def _ms(ce: MeveCrossEncoder, queries: list[tuple[str, list[str]]]) -> list[float]:
+def _ms(ce: MeveCrossEncoderScorer, queries: list[tuple[str, list[str]]]) -> list[float]:
     """Milliseconds of ``ce.raw_scores`` per (query, passages); ``ce`` should keep no logits (cache_size 0)."""
     out = []
     for q, ps in queries:
@@ -308,7 +308,7 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
         wq = [(q, t, int(y)) for q, t, y in (line.rstrip("\n").split("\t") for line in fh)]
     out: dict[str, Any] = {"squad_tune_pairs": len(tune), "wikiqa_dev_pairs": len(wq)}
     for quantized in (False, True):
-        ce = MeveCrossEncoder(weights, quantized=quantized, cache_size=10**7)
+        ce = MeveCrossEncoderScorer(weights, quantized=quantized, cache_size=10**7)
         net = ce.network
         tag = "int8" if quantized else "fp32"
         y = np.array([t[2] for t in tune])
@@ -323,7 +323,7 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
         rng = random.Random(2)
         pool = sorted({p for _, p, _ in tune})
         k20 = [(q, rng.sample(pool, 20)) for q in rng.sample(sorted({q for q, _, _ in tune}), 30)]
-        t20 = _ms(MeveCrossEncoder(weights, quantized=quantized, cache_size=0).warm_up(), k20)
+        t20 = _ms(MeveCrossEncoderScorer(weights, quantized=quantized, cache_size=0).warm_up(), k20)
         out[tag] = {
             "ms_p50_query_vs_20_paragraphs_maxp": float(np.percentile(t20, 50)),
             "squad_tune_auc_maxp": auc(y, maxp),
@@ -362,7 +362,7 @@ def cascade_time(data: Path, weights: Path, *, n: int = 30) -> dict[str, Any]:
     out: dict[str, Any] = {"passages": len(paras), "questions": n, "fail_below_pass_above": [lo, hi]}
     out["mean_undecided_of_20"] = float(np.mean([len(u) for u in undecided.values()]))
     for quantized in (False, True):
-        ce = MeveCrossEncoder(weights, quantized=quantized, cache_size=0).warm_up()
+        ce = MeveCrossEncoderScorer(weights, quantized=quantized, cache_size=0).warm_up()
         every, rest = _ms(ce, k20), _ms(ce, [(q, undecided[q]) for q, _ in k20])
         out["int8" if quantized else "fp32"] = {
             "all_20_ms_p50": float(np.percentile(every, 50)),

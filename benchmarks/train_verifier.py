@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import data_dir, sha256_file, squad, squad_dev_split, squad_pairs
-from meve.verifier import CALIBRATION_PATH, Calibration, LateInteractionScorer, fit_platt
+from meve.scoring.calibration import CALIBRATION_PATH, Calibration, fit_platt
+from meve.scoring.late_interaction import LateInteractionScorer
 
 
 def raw_scores(pairs: list[tuple[str, str, int]], scorer: LateInteractionScorer) -> np.ndarray:

@@ -21,9 +21,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import RESULTS, li_verifier, pct, squad, squad_dev_split, squad_pairs
-from meve import BiEncoderScorer, CachedEmbedder, MeVe, MeVeConfig, SentenceTransformerEmbedder
-from meve.cross_encoder import SHIPPED, MeveCrossEncoder
-from meve.verifier import LateInteractionScorer, fit_platt, maxsim, text_key
+from meve.scoring.cosine import CosineScorer
+from meve.scoring.embedders import CachedEmbedder
+from meve import MeVe, MeVeConfig, SentenceTransformerEmbedder
+from meve.scoring.meve_cross_encoder import MeveCrossEncoderScorer, SHIPPED
+from meve.scoring.late_interaction import LateInteractionScorer, maxsim, text_key
+from meve.scoring.calibration import fit_platt
 
 Pairs = list[tuple[str, str, int]]  # (query, passage, label)
 
@@ -134,7 +137,7 @@ def score_pairs(pairs: Pairs, fn: Callable[[str, list[str]], np.ndarray]) -> np.
 
 def bm25_within(q: str, passages: list[str]) -> np.ndarray:
     """BM25 over the query's own candidates (a verifier sees no other corpus)."""
-    from meve.lexical import IncrementalBM25
+    from meve.retrieval.bm25 import IncrementalBM25
 
     return np.asarray(IncrementalBM25(passages).get_scores(q), dtype=np.float64)
 
@@ -269,7 +272,7 @@ def random_head_cross_encoder() -> Callable[[str, list[str]], np.ndarray]:
     import torch
     from sentence_transformers import CrossEncoder
 
-    from meve.models import default_model_path
+    from meve.scoring.registry import default_model_path
 
     torch.manual_seed(0)
     ce = CrossEncoder(default_model_path(), num_labels=1, device="cpu")
@@ -285,7 +288,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     t_start = time.perf_counter()
     emb = SentenceTransformerEmbedder()
     li = LateInteractionScorer(emb, cache_bytes=4 * 2**30)
-    cos = BiEncoderScorer(emb)
+    cos = CosineScorer(emb)
     cal = li.calibration
     n_q = 400 if full else 60
     tune, test, test_articles = squad_sets(data, n_q)
@@ -337,7 +340,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     selection["learned_combination"] = learned[0] if learned else None
 
     # meve's cross-encoders (SQuAD train, `make train-verifier`), judged on tune like every candidate.
-    mces = {name: MeveCrossEncoder.shipped(scorer, cache_size=2_000_000) for name, scorer in CROSS_ENCODERS.items()}
+    mces = {name: MeveCrossEncoderScorer.shipped(scorer, cache_size=2_000_000) for name, scorer in CROSS_ENCODERS.items()}
     raw_ce = {name: score_pairs(tune, m.raw_scores) for name, m in mces.items()}
     for name, raw in raw_ce.items():
         selection["auc"][name] = auc(labels, raw)
@@ -447,7 +450,7 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
     li = LateInteractionScorer(emb)
     t0 = time.perf_counter()
     # As MeVe(scorer="late-interaction") over this embedder: the shared pass keeps token vectors at ingestion.
-    meve = MeVe.from_texts(texts, embedder=emb, scorer=li.verifier(), config=MeVeConfig(k_init=20))
+    meve = MeVe.from_texts(texts, embedder=emb, scorer=li.scoring(), config=MeVeConfig(k_init=20))
     ingest_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     emb.encode(texts[:200])
@@ -467,8 +470,8 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
 
     cross_encoders = {}
     for name, scorer in CROSS_ENCODERS.items():
-        mce = MeveCrossEncoder.shipped(scorer)
-        ce_ms, ce_total = phase_ms(clone(mce.verifier()))
+        mce = MeveCrossEncoderScorer.shipped(scorer)
+        ce_ms, ce_total = phase_ms(clone(mce.scoring()))
         cross_encoders[name] = {
             "verify_ms_p50": pct(ce_ms, 50),
             "verify_ms_p95": pct(ce_ms, 95),
@@ -479,7 +482,7 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
     # the scorer's own cached embedder is filled with them first (the clone's store came from `emb`).
     cached = CachedEmbedder(emb)
     cached.encode(texts)
-    cosine_ms, _ = phase_ms(clone(BiEncoderScorer(cached)))
+    cosine_ms, _ = phase_ms(clone(CosineScorer(cached)))
     return {
         "passages": len(texts),
         "queries": n_queries,
@@ -500,10 +503,10 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
 
 def _default_name() -> str:
     """The benchmark's name for the verifier ``MeVe()`` runs when given none."""
-    from meve.models import make_scorer
+    from meve.scoring.resolve import make_scorer
 
     s = make_scorer(None, SentenceTransformerEmbedder())
-    if isinstance(s, MeveCrossEncoder):
+    if isinstance(s, MeveCrossEncoderScorer):
         return next(name for name, scorer in CROSS_ENCODERS.items() if SHIPPED[scorer] == (s.path, s.quantized))
     return "late_interaction"
 

@@ -18,7 +18,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
 from langchain_meve import MeVeRetriever
-from meve.cli import demo_corpus
+from meve.cli.commands import demo_corpus
 
 
 def chat_model():

@@ -18,7 +18,7 @@ from llama_index.core.schema import TextNode
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llamaindex_meve import MeVeEmbedding, MeVePostprocessor
-from meve.cli import demo_corpus
+from meve.cli.commands import demo_corpus
 
 
 def main(llm: Any = None, db: str | None = None) -> Any:

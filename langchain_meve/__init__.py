@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+try:
+    import langchain_core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised in a venv without the extra
+    raise ImportError('langchain_meve needs LangChain: pip install -e ".[langchain]" (langchain-core; the agent middleware also needs langchain)') from exc
+
 from langchain_meve.compressor import MeVeCompressor
 from langchain_meve.embeddings import MeVeEmbeddings
 from langchain_meve.retriever import MeVeRetriever

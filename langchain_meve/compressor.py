@@ -1,4 +1,4 @@
-"""LangChain document compressor: MeVe's verify → fallback → prioritise → budget over any retriever's documents."""
+"""LangChain document compressor: MeVe's verify → fallback → prioritise → prune → budget over any retriever's documents."""
 
 from __future__ import annotations
 
@@ -10,16 +10,12 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from langchain_meve.retriever import meve_metadata
-from meve import MeVeConfig
-from meve.context import embed_passages, local_lexical, select_context
-from meve.models import LazyModels
-from meve.records import ContextResult, check_query
-from meve.tokens import get_token_counter
+from meve import ContextResult, MeVeConfig
+from meve.integration import Models, config_from, passage_metadata, run_on_texts
 
 
 class MeVeCompressor(BaseDocumentCompressor):
-    """Verification + fallback-to-top-N + prioritisation + token budget for documents from any retriever.
+    """Verification + fallback + prioritisation + pruning + token budget for documents from any retriever.
 
     ``MeVeCompressor()`` works offline with the defaults; any MeVeConfig field can be
     passed (``MeVeCompressor(tau=0.6, t_max=256)``). When fewer than ``n_min``
@@ -33,40 +29,28 @@ class MeVeCompressor(BaseDocumentCompressor):
     embedder: Any = None
     scorer: Any = None
     token_counter: Any = None
-    _models: LazyModels = PrivateAttr()
+    _models: Models = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
-        overrides = {k: data.pop(k) for k in list(data) if k in MeVeConfig.__dataclass_fields__}
-        if overrides:
-            data["config"] = data.get("config", MeVeConfig()).replace(**overrides)
+        data["config"] = config_from(data, data.pop("config", None), owner="MeVeCompressor", others=("embedder", "scorer", "token_counter"))
         super().__init__(**data)
-        self._models = LazyModels(self.embedder, self.scorer)
+        self._models = Models(self.embedder, self.scorer)
 
     def run(self, documents: Sequence[Document], query: str) -> ContextResult:
         """The full MeVe result (documents as passages with ids "0", "1", … and the trace)."""
-        query = check_query(query)
-        models = self._models
-        qvec, passages = embed_passages(query, [d.page_content for d in documents], models.embedder)
-        return select_context(
-            query,
-            passages,
-            self.config,
-            verifier=lambda: models.verifier,
-            embedder=models.embedder,
-            token_counter=get_token_counter(self.token_counter),
-            query_vec=qvec,
-            lexical=local_lexical(passages),
-        )
+        return run_on_texts(query, [d.page_content for d in documents], self.config, self._models, token_counter=self.token_counter)
 
     def compress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:
+        """The documents MeVe keeps, pruned where it pruned, with ``meve_*`` metadata."""
         if not documents:
             return []
         result = self.run(documents, query)
         out = []
         for p in result.documents:
             src = documents[int(p.id)]
-            out.append(Document(page_content=p.text, metadata=meve_metadata(p, src.metadata), id=src.id))
+            out.append(Document(page_content=p.text, metadata=passage_metadata(result, p, src.metadata), id=src.id))
         return out
 
     async def acompress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:
+        """:meth:`compress_documents` in a worker thread."""
         return await asyncio.to_thread(self.compress_documents, documents, query, callbacks)

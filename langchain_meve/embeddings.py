@@ -6,7 +6,8 @@ import asyncio
 
 from langchain_core.embeddings import Embeddings
 
-from meve.models import Embedder, LazyModels
+from meve import Embedder
+from meve.integration import Models
 
 
 class MeVeEmbeddings(Embeddings):
@@ -16,20 +17,25 @@ class MeVeEmbeddings(Embeddings):
     """
 
     def __init__(self, embedder: Embedder | None = None) -> None:
-        self._models = LazyModels(embedder)
+        self._models = Models(embedder)
 
     @property
     def embedder(self) -> Embedder:
+        """The meve embedder behind these embeddings."""
         return self._models.embedder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text."""
         return [[float(x) for x in row] for row in self.embedder.encode(list(texts))]
 
     def embed_query(self, text: str) -> list[float]:
+        """The query's vector."""
         return [float(x) for x in self.embedder.encode([text])[0]]
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """:meth:`embed_documents` in a worker thread."""
         return await asyncio.to_thread(self.embed_documents, texts)
 
     async def aembed_query(self, text: str) -> list[float]:
+        """:meth:`embed_query` in a worker thread."""
         return await asyncio.to_thread(self.embed_query, text)

@@ -2,40 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from meve import ConfigError, ContextResult, MeVe, MeVeConfig, Passage, PhaseRecord
-from meve.lexical import DEFAULT_BM25, LexicalIndex
-from meve.models import store_verifier
-from meve.phases import unit_rows
+from meve import ConfigError, ContextResult, MeVe, MeVeConfig, PhaseRecord
+from meve.integration import CONFIG_FIELDS, ForeignStore, config_from, meve_over, passage_metadata
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
-_CALL_OVERRIDES = ("k", *(f for f in MeVeConfig.__dataclass_fields__ if f != "max_passages"))
-
-
-def passage_to_document(p: Passage) -> Document:
-    # The passage id travels as Document.id: a user's own "id" metadata key is left as they stored it.
-    return Document(page_content=p.text, metadata=meve_metadata(p, p.metadata), id=p.id)
-
-
-def meve_metadata(p: Passage, base: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` plus what meve adds (its ``meve_*`` keys are reserved, so nothing of the user's is overwritten);
-    ``meve_spans`` when sentences were pruned: offsets of the kept text in the original."""
-    meta = {**base, "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
-    if p.spans is not None:
-        meta["meve_spans"] = [list(span) for span in p.spans]
-    return meta
+_CALL_OVERRIDES = ("k", *(f for f in CONFIG_FIELDS if f != "max_passages"))
 
 
 def check_k(k: Any) -> int | None:
+    """``k`` as LangChain passes it: None (no cap) or an int >= 1."""
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ConfigError("k", k, "None (no cap) or an int >= 1: the most documents to return")
     return k
@@ -50,6 +34,15 @@ def _overrides(kwargs: dict[str, Any], k: int | None) -> dict[str, Any]:
     if limit is not None:
         out["max_passages"] = limit
     return out
+
+
+def _docs(result: ContextResult) -> list[Document]:
+    # The passage id travels as Document.id: a user's own "id" metadata key is left as they stored it.
+    return [Document(page_content=p.text, metadata=passage_metadata(result, p, p.metadata), id=p.id) for p in result.documents]
+
+
+def _doc_id(doc: Document, fallback: int | str) -> str:
+    return str(doc.id or doc.metadata.get("id") or fallback)
 
 
 class MeVeRetriever(BaseRetriever):
@@ -72,9 +65,10 @@ class MeVeRetriever(BaseRetriever):
 
     @classmethod
     def from_texts(cls, texts: Sequence[str], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
-        """Build the pipeline with :meth:`meve.MeVe.from_texts` (same keyword arguments)."""
+        """Build the pipeline with :meth:`meve.MeVe.from_texts` (same keyword arguments, and any
+        MeVeConfig field, e.g. ``t_max=200``)."""
         check_k(k)  # before the corpus is embedded
-        return cls(meve=MeVe.from_texts(texts, **kwargs), k=k)
+        return cls(meve=MeVe.from_texts(texts, **_config_kwargs(kwargs, "MeVeRetriever.from_texts", _FROM_TEXTS)), k=k)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
@@ -82,8 +76,8 @@ class MeVeRetriever(BaseRetriever):
         by title (``metadata['title']``) and summary, then passages inside them, with character
         offsets in ``metadata['start']``/``['end']``. Keyword arguments go to :meth:`meve.MeVe.from_documents`."""
         check_k(k)
-        docs = [(str(d.id or d.metadata.get("id") or i), str(d.metadata.get("title", "")), d.page_content) for i, d in enumerate(documents)]
-        return cls(meve=MeVe.from_documents(docs, **kwargs), k=k)
+        docs = [(_doc_id(d, i), str(d.metadata.get("title", "")), d.page_content) for i, d in enumerate(documents)]
+        return cls(meve=MeVe.from_documents(docs, **_config_kwargs(kwargs, "MeVeRetriever.from_documents", _FROM_DOCUMENTS)), k=k)
 
     @classmethod
     def from_vectorstore(
@@ -95,20 +89,29 @@ class MeVeRetriever(BaseRetriever):
         config: MeVeConfig | None = None,
         scorer: Any = None,
         token_counter: Any = None,
-        bm25_backend: str = DEFAULT_BM25,
+        bm25_backend: str | None = None,
     ) -> MeVeRetriever:
         """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
         (with ``id`` or ``metadata['id']``) feed the BM25 fallback."""
         check_k(k)
-        store = LangChainVectorStore(vectorstore)
-        ids = [str(d.id or d.metadata.get("id") or i) for i, d in enumerate(documents)]
-        store.remember(ids, documents)
-        lexical = LexicalIndex(ids, [d.page_content for d in documents], bm25_backend)
-        verifier = store_verifier(scorer, store.embedder)
-        meve = MeVe(
-            store=store, lexical=lexical, config=config, embedder=store.embedder, scorer=verifier, token_counter=token_counter, query_encoder=store.embed_query
+        embeddings = getattr(vectorstore, "embeddings", None)
+        if embeddings is None:
+            raise TypeError(f"{type(vectorstore).__name__} exposes no .embeddings; MeVe needs them for the query and redundancy checks")
+
+        def search(vector: Any, n: int) -> list[tuple[str, str, dict[str, Any]]]:
+            hits = vectorstore.similarity_search_by_vector([float(x) for x in vector], k=n)
+            return [(_doc_id(d, ""), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for d in hits]
+
+        def add(ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Any]) -> None:
+            docs = [Document(page_content=t, metadata=dict(m or {}), id=i) for i, t, m in zip(ids, texts, metadatas, strict=True)]
+            vectorstore.add_documents(docs, ids=list(ids))
+
+        rows = [(_doc_id(d, i), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for i, d in enumerate(documents)]
+        store = ForeignStore(
+            name=type(embeddings).__name__, search=search, embed_texts=embeddings.embed_documents, embed_query=embeddings.embed_query, rows=rows, add=add
         )
-        return cls(meve=meve, k=k)
+        extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
+        return cls(meve=meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra), k=k)
 
     def _emit(self, run_manager: CallbackManagerForRetrieverRun) -> Any:
         child = run_manager.get_child()
@@ -120,12 +123,8 @@ class MeVeRetriever(BaseRetriever):
 
         return on_phase
 
-    def _to_docs(self, result: ContextResult) -> list[Document]:
-        return [passage_to_document(p) for p in result.documents]
-
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
-        result = self.meve.run(query, on_phase=self._emit(run_manager), **_overrides(kwargs, self.k))
-        return self._to_docs(result)
+        return _docs(self.meve.run(query, on_phase=self._emit(run_manager), **_overrides(kwargs, self.k)))
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
         records: list[PhaseRecord] = []
@@ -133,72 +132,17 @@ class MeVeRetriever(BaseRetriever):
         child = run_manager.get_child()
         for rec in records if child.handlers else ():  # emitted on the loop, after the worker thread finished
             await child.on_custom_event(PHASE_EVENT, rec.to_dict(), run_id=run_manager.run_id)
-        return self._to_docs(result)
+        return _docs(result)
 
 
-class _LangChainEmbedder:
-    """meve Embedder over LangChain ``Embeddings`` (vectors L2-normalised here)."""
-
-    def __init__(self, embeddings: Any) -> None:
-        self.embeddings = embeddings
-        self.name = type(embeddings).__name__
-
-    def encode(self, texts: Sequence[str]) -> Any:
-        """Passages, always through ``embed_documents`` (asymmetric models embed queries differently)."""
-        return unit_rows(self.embeddings.embed_documents(list(texts)), np.float32)
-
-    def encode_query(self, text: str) -> Any:
-        return unit_rows([self.embeddings.embed_query(text)], np.float32)[0]
+_FROM_TEXTS = ("ids", "metadatas", "config", "embedder", "scorer", "token_counter", "client", "collection_name", "bm25_backend", "show_progress", "batch_size")
+_FROM_DOCUMENTS = ("config", "embedder", "scorer", "token_counter", "summary_tokens", "doc_weights", "doc_pool", "client", "collection_name", "show_progress")
 
 
-class LangChainVectorStore:
-    """A ``meve.store.PassageStore`` over any LangChain VectorStore; embeddings for redundancy checks are
-    computed once per passage text and cached."""
-
-    def __init__(self, vectorstore: Any) -> None:
-        from meve.models import CachedEmbedder
-
-        if getattr(vectorstore, "embeddings", None) is None:
-            raise TypeError(f"{type(vectorstore).__name__} exposes no .embeddings; MeVe needs them for the query and redundancy checks")
-        self.vectorstore = vectorstore
-        self._query = _LangChainEmbedder(vectorstore.embeddings)
-        self.embedder = CachedEmbedder(self._query)
-        self._docs: dict[str, Document] = {}
-
-    def embed_query(self, query: str) -> Any:
-        """The query through the user's ``embed_query`` (not cached: each query is new)."""
-        return self._query.encode_query(query)
-
-    def remember(self, ids: Sequence[str], documents: Sequence[Document]) -> None:
-        self._docs.update(zip(ids, documents, strict=True))
-
-    def _passages(self, hits: Sequence[tuple[str, Document]]) -> list[Passage]:
-        """Passages with their embeddings: one ``embed_documents`` call for the texts this process has
-        not embedded yet (cached by text), so a repeated passage costs the user's embeddings nothing."""
-        if not hits:
-            return []
-        vecs = self.embedder.encode([doc.page_content for _, doc in hits])
-        return [
-            Passage(id=pid, text=doc.page_content, metadata={k: v for k, v in doc.metadata.items() if k != "id"}, embedding=np.asarray(vec))
-            for (pid, doc), vec in zip(hits, vecs, strict=True)
-        ]
-
-    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Any], embeddings: Any) -> None:
-        docs = [Document(page_content=t, metadata=dict(m or {}), id=i) for i, t, m in zip(ids, texts, metadatas, strict=True)]
-        self.vectorstore.add_documents(docs, ids=list(ids))
-        self.remember(ids, docs)
-
-    def query(self, vector: Any, k: int) -> list[Passage]:
-        hits = self.vectorstore.similarity_search_by_vector(list(map(float, vector)), k=k)
-        passages = self._passages([(str(doc.id or doc.metadata.get("id")), doc) for doc in hits])
-        out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in passages]
-        return sorted(out, key=lambda p: -(p.dense_score or 0.0))
-
-    def get(self, ids: Sequence[str]) -> list[Passage]:
-        return self._passages([(i, self._docs[i]) for i in ids if i in self._docs])
-
-    def documents(self) -> tuple[list[str], list[str]]:
-        return list(self._docs), [d.page_content for d in self._docs.values()]
-
-    def count(self) -> int:
-        return len(self._docs)
+def _config_kwargs(kwargs: dict[str, Any], owner: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """Keyword arguments for a MeVe constructor: MeVeConfig fields folded into ``config``, anything
+    else refused by name (with the nearest valid one) before a corpus is embedded."""
+    rest = dict(kwargs)
+    has_fields = any(key in CONFIG_FIELDS for key in rest)
+    config = config_from(rest, rest.pop("config", None), owner=owner, others=allowed)
+    return {**rest, "config": config} if has_fields or "config" in kwargs else rest

@@ -8,7 +8,8 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from meve.models import Embedder, default_embedder
+from meve import Embedder
+from meve.integration import default_embedder
 
 
 class MeVeEmbedding(BaseEmbedding):
@@ -28,6 +29,7 @@ class MeVeEmbedding(BaseEmbedding):
 
     @property
     def embedder(self) -> Embedder:
+        """The meve embedder behind this model."""
         return self._embedder
 
     def _get_query_embedding(self, query: str) -> list[float]:

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ConfigError, MemoryConfig
 from meve import MomentaryMemory as CoreMemory
+from meve.integration import recall
 
 _TO_CORE = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system", MessageRole.TOOL: "tool"}
 _FROM_CORE = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT, "system": MessageRole.SYSTEM, "tool": MessageRole.TOOL}
@@ -33,12 +34,13 @@ def _text(message: ChatMessage) -> str:
 class MomentaryChatMemory(BaseMemory):
     """Chat memory for LlamaIndex chat engines and agents, backed by ``meve.MomentaryMemory`` in Chroma.
 
-    ``get(input)`` returns the system messages (never evicted), then the turns memory
-    rebuilds for ``input`` (default: the latest user message, as agents call
-    ``aget()`` with none) within ``l_max`` tokens, then the current exchange — the
-    latest user message and everything after it, verbatim, so tool calls and their
-    results stay together. User and assistant text is persisted in Chroma; the
-    in-flight tool exchange lives in this object only.
+    ``get(input)`` follows meve's chat policy (:func:`meve.integration.chat_context`): the
+    stored system messages first (never evicted, outside ``l_max``), then the user and assistant
+    turns memory rebuilds for ``input`` (default: the latest user message, as agents call
+    ``aget()`` with none) within ``l_max`` tokens, then the current exchange — the latest user
+    message and everything after it, verbatim, so tool calls and their results stay together.
+    User, assistant and system text is persisted in Chroma; the in-flight tool exchange lives in
+    this object only.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -46,9 +48,6 @@ class MomentaryChatMemory(BaseMemory):
     session_id: str = Field(description="the core memory's session id")
     l_max: int | None = None
     top_k: int | None = None
-    system_outside_budget: bool = Field(
-        default=False, description="return every stored system message outside l_max (default: they count against l_max, kept before other history)"
-    )
     _core: CoreMemory = PrivateAttr()
     _current: list[ChatMessage] = PrivateAttr(default_factory=list)
     _current_ids: set[str] = PrivateAttr(default_factory=set)
@@ -78,20 +77,22 @@ class MomentaryChatMemory(BaseMemory):
         chat_history: list[ChatMessage] | None = None,
         l_max: int | None = None,
         top_k: int | None = None,
-        system_outside_budget: bool = False,
     ) -> MomentaryChatMemory:
+        """A chat memory over a new or reopened core session (``path=`` a Chroma directory, or ``client=``)."""
         _check_budget(l_max, top_k)  # before a store is opened
         core = CoreMemory(session_id, path=path, client=client, config=config, embedders=embedders, token_counter=token_counter)
-        mem = cls(core, l_max=l_max, top_k=top_k, system_outside_budget=system_outside_budget)
+        mem = cls(core, l_max=l_max, top_k=top_k)
         if chat_history:
             mem.put_messages(chat_history)
         return mem
 
     @property
     def core(self) -> CoreMemory:
+        """The meve memory behind this one."""
         return self._core
 
     def put(self, message: ChatMessage) -> None:
+        """Store a message's text (user, assistant, system) and track the current exchange."""
         if message.role == MessageRole.USER:
             self._current = []
             self._current_ids = set()
@@ -104,61 +105,62 @@ class MomentaryChatMemory(BaseMemory):
             self._current_ids.add(self._core.add(text, role).id)
 
     async def aput(self, message: ChatMessage) -> None:
+        """:meth:`put` in a worker thread."""
         await asyncio.to_thread(self.put, message)
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Put each message in order."""
         for m in messages:
             self.put(m)
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """:meth:`put_messages` in a worker thread."""
         await asyncio.to_thread(self.put_messages, messages)
 
     def set(self, messages: list[ChatMessage]) -> None:
+        """Replace everything stored with ``messages``."""
         self.reset()
         self.put_messages(messages)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
+        """:meth:`set` in a worker thread."""
         await asyncio.to_thread(self.set, messages)
 
     def reset(self) -> None:
+        """Delete every stored turn of this session."""
         self._core.clear()
         self._current = []
         self._current_ids = set()
 
     async def areset(self) -> None:
+        """:meth:`reset` in a worker thread."""
         await asyncio.to_thread(self.reset)
 
     def get_all(self) -> list[ChatMessage]:
+        """Every stored turn, oldest first, as chat messages."""
         return [ChatMessage(role=_FROM_CORE[t.role], content=t.text) for t in self._core.turns()]
 
     async def aget_all(self) -> list[ChatMessage]:
+        """:meth:`get_all` in a worker thread."""
         return await asyncio.to_thread(self.get_all)
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """System messages and the turns rebuilt for ``input`` within ``l_max`` tokens (counted on the
-        rendered ``role: text`` lines, system messages included unless ``system_outside_budget``),
-        then the current exchange verbatim."""
+        """Stored system messages, then the turns rebuilt for ``input`` within ``l_max`` tokens
+        (counted on the rendered ``role: text`` lines), then the current exchange verbatim."""
         turns = self._core.turns()
         query = input
         if query is None:
             query = next((_text(m) for m in reversed(self._current) if m.role == MessageRole.USER), None)
         if query is None:
             query = next((t.text for t in reversed(turns) if t.role == "user"), None)
-        outside = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"] if self.system_outside_budget else []
+        system = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"]
         if query is None or not query.strip():
-            # Nothing to rebuild for (no user message yet): no recall, like meve's empty-query rule.
-            kept = outside or [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"]
-            return [*kept, *self._current]
-        keep = () if self.system_outside_budget else ("system",)
-        ctx = self._core.reconstruct(query, l_max=self.l_max, top_k=self.top_k, keep_roles=keep)
-        recalled = [t for t in ctx.turns if t.id not in self._current_ids and not (self.system_outside_budget and t.role == "system")]
-        system = [ChatMessage(role=MessageRole.SYSTEM, content=ctx.content_of(t)) for t in recalled if t.role == "system"]
-        history = [
-            ChatMessage(role=_FROM_CORE[t.role], content=ctx.content_of(t), additional_kwargs={"meve_recalled": True}) for t in recalled if t.role != "system"
-        ]
-        return [*outside, *system, *history, *self._current]
+            return [*system, *self._current]  # nothing to rebuild for (no user message yet): no recall
+        history = recall(self._core, query, exclude=self._current_ids, l_max=self.l_max, top_k=self.top_k)
+        return [*system, *(ChatMessage(role=_FROM_CORE[m.role], content=m.text) for m in history), *self._current]
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """:meth:`get` in a worker thread."""
         return await asyncio.to_thread(self.get, input, **kwargs)
 
 

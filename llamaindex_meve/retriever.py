@@ -1,7 +1,8 @@
 """A LlamaIndex retriever running MeVe over a ``VectorStoreIndex`` (Chroma-backed ones included).
 
-The index is wrapped as a meve ``PassageStore`` and its embedding model as a meve ``Embedder``;
-then ``meve.MeVe`` does the work, as for every other entry point: this module only converts types.
+The index is wrapped as meve's passage store (:class:`meve.integration.ForeignStore`) and its
+embedding model embeds queries and passages; then ``meve.MeVe`` does the work, as for every other
+entry point: this module only converts types.
 """
 
 from __future__ import annotations
@@ -10,15 +11,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 
 from llamaindex_meve.postprocessors import annotate
-from meve import CachedEmbedder, ContextResult, InputError, MeVe, MeVeConfig, Passage, RelevanceScorer
-from meve.lexical import DEFAULT_BM25, LexicalIndex
-from meve.models import store_verifier
-from meve.phases import unit_rows
+from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
+from meve.integration import ForeignStore, meve_over, passage_metadata
 
 
 def _all_nodes(index: Any) -> list[BaseNode]:
@@ -31,63 +29,10 @@ def _all_nodes(index: Any) -> list[BaseNode]:
     return list(getter(None))
 
 
-class _IndexEmbedder:
-    """meve Embedder over a LlamaIndex embedding model (vectors L2-normalised here)."""
-
-    def __init__(self, embed_model: Any) -> None:
-        self.embed_model = embed_model
-        self.name = str(getattr(embed_model, "model_name", None) or type(embed_model).__name__)
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Passages, through the text side of the model (asymmetric models embed queries differently)."""
-        return unit_rows(self.embed_model.get_text_embedding_batch(list(texts)), np.float32)
-
-    def encode_query(self, query: str) -> np.ndarray:
-        return unit_rows([self.embed_model.get_query_embedding(query)], np.float32)[0]
-
-
-class LlamaIndexStore:
-    """A ``meve.store.PassageStore`` over a ``VectorStoreIndex``: kNN through the index's own
-    retriever with the query vector given (the index does not embed the query again); passage
-    vectors for redundancy checks come from the index's embedding model, once per text (cached)."""
-
-    def __init__(self, index: Any, nodes: Sequence[BaseNode], embedder: _IndexEmbedder) -> None:
-        self.index = index
-        self.nodes: dict[str, BaseNode] = {n.node_id: n for n in nodes}
-        self.embedder = CachedEmbedder(embedder)
-
-    def _passages(self, nodes: Sequence[BaseNode]) -> list[Passage]:
-        if not nodes:
-            return []
-        texts = [n.get_content() for n in nodes]
-        vecs = self.embedder.encode(texts)
-        return [Passage(id=n.node_id, text=t, metadata=dict(n.metadata), embedding=v) for n, t, v in zip(nodes, texts, vecs, strict=True)]
-
-    def query(self, vector: np.ndarray, k: int) -> list[Passage]:
-        bundle = QueryBundle(query_str="", embedding=[float(x) for x in vector])
-        hits = self.index.as_retriever(similarity_top_k=k).retrieve(bundle)
-        for h in hits:
-            self.nodes.setdefault(h.node.node_id, h.node)  # a node added to the index after this retriever was built
-        passages = self._passages([h.node for h in hits])
-        return [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in passages]
-
-    def get(self, ids: Sequence[str]) -> list[Passage]:
-        return self._passages([self.nodes[i] for i in ids if i in self.nodes])
-
-    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Any], embeddings: Any) -> None:
-        raise TypeError("add nodes through your VectorStoreIndex (index.insert_nodes); this retriever reads it")
-
-    def documents(self) -> tuple[list[str], list[str]]:
-        return list(self.nodes), [n.get_content() for n in self.nodes.values()]
-
-    def count(self) -> int:
-        return len(self.nodes)
-
-
 class MeVeRetriever(BaseRetriever):
     """MeVe over a LlamaIndex ``VectorStoreIndex``: dense retrieval through the index, then verify
-    → BM25 fallback (over every node of the index) → prioritise → budget. ``aretrieve`` runs in a
-    worker thread so the loop is not blocked.
+    → BM25 fallback (over every node of the index) → prioritise → prune → budget. ``aretrieve``
+    runs in a worker thread so the loop is not blocked.
 
     ``embed_model``: the index's embedding model (default: the one the index was built with); it
     embeds the query for the kNN and the candidates for the redundancy checks, so both live in the
@@ -101,9 +46,9 @@ class MeVeRetriever(BaseRetriever):
         config: MeVeConfig | None = None,
         nodes: Sequence[BaseNode] | None = None,
         embed_model: Any = None,
-        scorer: RelevanceScorer | str | None = None,
+        scorer: Scorer | str | None = None,
         token_counter: Any = None,
-        bm25_backend: str = DEFAULT_BM25,
+        bm25_backend: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -118,24 +63,27 @@ class MeVeRetriever(BaseRetriever):
         model = embed_model if embed_model is not None else getattr(index, "_embed_model", None)
         if model is None:
             raise InputError(f"{type(index).__name__} has no embedding model meve can read; pass embed_model= (the one the index was built with)")
-        all_nodes = list(nodes) if nodes is not None else _all_nodes(index)
-        embedder = _IndexEmbedder(model)
-        store = LlamaIndexStore(index, all_nodes, embedder)
-        self._nodes = store.nodes
-        lexical = LexicalIndex(list(store.nodes), [n.get_content() for n in store.nodes.values()], bm25_backend)
-        verifier = store_verifier(scorer, store.embedder)
-        self.core = MeVe(
-            store=store,
-            lexical=lexical,
-            config=config,
-            embedder=store.embedder,
-            scorer=verifier,
-            token_counter=token_counter,
-            query_encoder=embedder.encode_query,
+        self._nodes = {n.node_id: n for n in (list(nodes) if nodes is not None else _all_nodes(index))}
+
+        def search(vector: Any, k: int) -> list[tuple[str, str, dict[str, Any]]]:
+            hits = index.as_retriever(similarity_top_k=k).retrieve(QueryBundle(query_str="", embedding=[float(x) for x in vector]))
+            for h in hits:
+                self._nodes.setdefault(h.node.node_id, h.node)  # a node added to the index after this retriever was built
+            return [(h.node.node_id, h.node.get_content(), dict(h.node.metadata)) for h in hits]
+
+        store = ForeignStore(
+            name=str(getattr(model, "model_name", None) or type(model).__name__),
+            search=search,
+            embed_texts=model.get_text_embedding_batch,
+            embed_query=model.get_query_embedding,
+            rows=[(n.node_id, n.get_content(), dict(n.metadata)) for n in self._nodes.values()],
         )
+        extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
+        self.core = meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra)
 
     @property
     def config(self) -> MeVeConfig:
+        """The wrapped MeVe's settings."""
         return self.core.config
 
     @classmethod
@@ -153,7 +101,7 @@ class MeVeRetriever(BaseRetriever):
             # The index's own node where there is one (its type, relationships and metadata kept);
             # hierarchical windows of a wrapped core are new text nodes.
             node = self._nodes.get(p.id) or TextNode(text=p.text, id_=p.id, metadata=dict(p.metadata))
-            out.append(annotate(NodeWithScore(node=node), p.score, pruned=p, meve_score=p.score, meve_source=p.source, meve_tokens=p.tokens))
+            out.append(annotate(NodeWithScore(node=node), passage_metadata(result, p), p.score, p))
         return out
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

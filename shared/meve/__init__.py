@@ -1,37 +1,29 @@
 """meve: a small, verified, token-budgeted context for RAG and chat memory.
 
-The framework-free core. Adapters live in ``langchain_meve`` and ``llamaindex_meve``.
+The framework-free core; the adapters (``langchain_meve``, ``llamaindex_meve``) reach it only
+through this module and :mod:`meve.integration`. The house (docs/architecture.md):
+``core`` (records, config, errors, tokens) ← ``scoring`` / ``retrieval`` ← ``mindref`` ←
+``pipeline`` (phases, runner, MeVe); ``memory`` beside the pipeline; ``cli`` on top.
 """
 
-from meve.config import MemoryConfig, MeVeConfig
-from meve.cross_encoder import MeveCrossEncoder
-from meve.errors import ConfigError, InputError, MeVeError, StoreError
-from meve.memory import MemoryContext, MomentaryMemory, Turn
-from meve.models import (
-    BiEncoderScorer,
-    CachedEmbedder,
-    CrossEncoderScorer,
-    Embedder,
-    RelevanceScorer,
-    SentenceTransformerEmbedder,
-    default_embedder,
-    default_scorer,
-    make_scorer,
-)
-from meve.pipeline import MeVe
-from meve.records import ContextResult, Dropped, Passage, PhaseRecord
-from meve.tokens import TokenCounter, get_token_counter
-from meve.verifier import LateInteractionScorer
+from meve.core.config import MemoryConfig, MeVeConfig
+from meve.core.errors import ConfigError, InputError, MeVeError, StoreError
+from meve.core.records import ContextResult, Passage, PhaseRecord
+from meve.core.tokens import TokenCounter, get_token_counter
+from meve.memory.memory import MomentaryMemory
+from meve.memory.records import MemoryContext, Turn
+from meve.pipeline.meve import MeVe
+from meve.scoring.cross_encoder import CrossEncoderScorer
+from meve.scoring.embedders import SentenceTransformerEmbedder
+from meve.scoring.late_interaction import LateInteractionScorer
+from meve.scoring.protocols import Embedder, Scorer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BiEncoderScorer",
-    "CachedEmbedder",
     "ConfigError",
     "ContextResult",
     "CrossEncoderScorer",
-    "Dropped",
     "Embedder",
     "InputError",
     "LateInteractionScorer",
@@ -40,17 +32,13 @@ __all__ = [
     "MeVeError",
     "MemoryConfig",
     "MemoryContext",
-    "MeveCrossEncoder",
     "MomentaryMemory",
     "Passage",
     "PhaseRecord",
-    "RelevanceScorer",
+    "Scorer",
     "SentenceTransformerEmbedder",
     "StoreError",
     "TokenCounter",
     "Turn",
-    "default_embedder",
-    "default_scorer",
     "get_token_counter",
-    "make_scorer",
 ]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from meve.cli import main
-from meve.memory import list_sessions
-from meve.store import chroma_client
+from meve.memory.session import list_sessions
+from meve.retrieval.chroma import chroma_client
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +144,7 @@ def test_meve_shares_a_directory_a_users_own_chroma_client_opened(tmp_path):
     mem = MomentaryMemory("u1", path=path, embedders=[FakeEmbedder()])
     mem.add("hello")
     names = {c.name for c in theirs.list_collections()}
-    assert names == {"their-data", mem._collections[0].name, mem._heads.name}  # one instance on the directory: each sees the other's data
+    assert names == {"their-data", mem._store.collections[0].name, mem._store.heads.name}  # one instance on the directory: each sees the other's data
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root bypasses file permissions, so a read-only directory cannot be made")

@@ -9,9 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from meve import BiEncoderScorer, CrossEncoderScorer, MeVe, MeVeConfig
-from meve.cli import demo_corpus
-from meve.store import chroma_client
+from meve import CrossEncoderScorer, MeVe, MeVeConfig
+from meve.cli.commands import demo_corpus
+from meve.retrieval.chroma import chroma_client
+from meve.scoring.cosine import CosineScorer
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,7 @@ def test_meve_on_real_minilm_removes_duplicates_and_respects_the_budget(demo):
     assert "dunlop-dup" not in ids  # near-duplicate of the higher-ranked 'dunlop'
     assert any(d.id == "dunlop-dup" and "near-duplicate of dunlop" in d.reason for d in r.phase("prioritise").dropped)
     assert r.token_count <= 120 < base.token_count
-    assert r.phase("verify").info["verifier"] == "late-interaction:all-MiniLM-L6-v2"  # the default, no scorer given
+    assert r.phase("verify").info["scorer"] == "late-interaction:all-MiniLM-L6-v2"  # the default, no scorer given
 
 
 def test_fallback_tops_up_to_n_min_with_lexical_hits_the_verifier_did_not_keep(demo):
@@ -69,7 +70,7 @@ def test_novelty_mode_on_real_embeddings(demo):
 def test_persistent_chroma_reopened_in_a_new_client(minilm, chroma_dir):
     corpus = demo_corpus()["passages"]
     MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], client=chroma_client(chroma_dir), collection_name="bikes", embedder=minilm)
-    again = MeVe.from_chroma(chroma_client(chroma_dir).get_collection("bikes"), embedder=minilm, scorer=BiEncoderScorer(minilm))
+    again = MeVe.from_chroma(chroma_client(chroma_dir).get_collection("bikes"), embedder=minilm, scorer=CosineScorer(minilm))
     assert again.store.count() == len(corpus)
     assert again.run("What does the derailleur do?").documents[0].id == "derailleur"
 
@@ -91,7 +92,7 @@ def test_cross_encoder_code_path_with_a_tiny_bert(tiny_cross_encoder, minilm):
     corpus = demo_corpus()["passages"]
     m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=5, tau=0.0))
     r = m.run("derailleur gears")
-    assert r.phase("verify").info["verifier"] == f"cross-encoder:{tiny_cross_encoder}"
+    assert r.phase("verify").info["scorer"] == f"cross-encoder:{tiny_cross_encoder}"
     assert r.phase("verify").info["pairs_scored"] == 5
 
 

@@ -11,9 +11,10 @@ import sys
 import pytest
 from safetensors import safe_open
 
-from meve import ConfigError, MeVe, MeVeConfig, make_scorer
-from meve.chunking import sentence_spans
-from meve.cross_encoder import CROSS_ENCODER_L3_PATH, CROSS_ENCODER_PATH, MeveCrossEncoder
+from meve import ConfigError, MeVe, MeVeConfig
+from meve.core.text import sentence_spans
+from meve.scoring.meve_cross_encoder import CROSS_ENCODER_L3_PATH, CROSS_ENCODER_PATH, MeveCrossEncoderScorer
+from meve.scoring.resolve import make_scorer
 
 from .test_verifier import PAIRS
 
@@ -26,7 +27,7 @@ NAMES = ["meve-cross-encoder", "meve-cross-encoder-l3"]
 @pytest.fixture(scope="module")
 def scorers(minilm):
     out = {name: make_scorer(name, minilm) for name in NAMES}
-    assert all(isinstance(s, MeveCrossEncoder) for s in out.values())
+    assert all(isinstance(s, MeveCrossEncoderScorer) for s in out.values())
     return out
 
 
@@ -70,25 +71,25 @@ def test_a_passage_scores_as_its_best_sentence_and_pruning_reuses_those_scores(c
 
 def test_the_cross_encoders_are_chosen_by_name_and_a_missing_file_names_itself(tmp_path, minilm):
     six, three = make_scorer("meve-cross-encoder", minilm), make_scorer("meve-cross-encoder-l3", minilm)
-    assert isinstance(six, MeveCrossEncoder) and isinstance(three, MeveCrossEncoder)
+    assert isinstance(six, MeveCrossEncoderScorer) and isinstance(three, MeveCrossEncoderScorer)
     assert (six.path, three.path) == (CROSS_ENCODER_PATH, CROSS_ENCODER_L3_PATH)
     assert (six.network.layers, three.network.layers) == (6, 3)
     with pytest.raises(ConfigError, match=r"meve-cross-encoder-l9"):
-        MeveCrossEncoder.shipped("meve-cross-encoder-l9")
+        MeveCrossEncoderScorer.shipped("meve-cross-encoder-l9")
     missing = tmp_path / "nope.safetensors"
     with pytest.raises(ConfigError, match=r"nope\.safetensors"):
-        MeveCrossEncoder(missing)
+        MeveCrossEncoderScorer(missing)
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a safetensors file")
     with pytest.raises(ConfigError, match=r"bad\.safetensors"):
-        MeveCrossEncoder(bad).warm_up()
+        MeveCrossEncoderScorer(bad).warm_up()
 
 
 def test_meve_runs_it_by_name(minilm):
     texts = [a for _, a, _ in PAIRS] + [o for _, _, o in PAIRS]
     m = MeVe.from_texts(texts, embedder=minilm, scorer="meve-cross-encoder", config=MeVeConfig(k_init=6, n_min=1))
     r = m.run(PAIRS[2][0])
-    assert r.phase("verify").info["verifier"].startswith("meve-cross-encoder:")
+    assert r.phase("verify").info["scorer"].startswith("meve-cross-encoder:")
     assert r.documents[0].text == PAIRS[2][1]
 
 
@@ -96,7 +97,7 @@ def test_meve_runs_it_by_name(minilm):
 def test_it_loads_offline_with_an_empty_hugging_face_cache(tmp_path, name):
     """The 3-layer file holds no embeddings: they come from the bundled MiniLM, offline too."""
     code = (
-        "from meve import make_scorer; "
+        "from meve.scoring.resolve import make_scorer; "
         f"print(make_scorer({name!r}).score('When was the Eiffel Tower completed?', ['The Eiffel Tower was completed in 1889.'])[0])"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
@@ -111,7 +112,7 @@ def test_it_loads_offline_with_an_empty_hugging_face_cache(tmp_path, name):
 @pytest.mark.parametrize(("layers", "frozen", "teacher"), [(6, False, None), (3, True, CROSS_ENCODER_PATH)])
 def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path, layers, frozen, teacher):
     """The training script end to end on a hand-made SQuAD-format slice: two steps, then Platt
-    scaling on the slice's tune half, written as weights a MeveCrossEncoder loads. The 3-layer
+    scaling on the slice's tune half, written as weights a MeveCrossEncoderScorer loads. The 3-layer
     model, distilled from the shipped 6-layer one as `make train-verifier` does, with frozen
     embeddings, stores no embeddings and loads them from the bundled MiniLM."""
     from benchmarks.common import squad_dev_split
@@ -145,7 +146,7 @@ def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path, layers
     out = tmp_path / "ce.safetensors"
     meta = calibrate(data, tmp_path / "ckpt" / "step2.safetensors", out, questions=3, seed=0)
     assert int(meta["calibration_pairs"]) > 3 and "platt_a" in meta
-    scorer = MeveCrossEncoder(out)
+    scorer = MeveCrossEncoderScorer(out)
     probs = scorer.score(PAIRS[0][0], [PAIRS[0][1], PAIRS[0][2]])
     assert probs.shape == (2,) and ((probs >= 0) & (probs <= 1)).all()
     assert scorer.network.layers == layers

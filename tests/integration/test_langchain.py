@@ -14,8 +14,10 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from langchain_meve import MeVeCompressor, MeVeRetriever, MomentaryContextMiddleware, reconstruct_messages
-from meve import BiEncoderScorer, MemoryConfig, MeVeConfig, MomentaryMemory, default_embedder
-from meve.cli import demo_corpus
+from meve import MemoryConfig, MeVeConfig, MomentaryMemory
+from meve.cli.commands import demo_corpus
+from meve.scoring.cosine import CosineScorer
+from meve.scoring.embedders import default_embedder
 from tests.fakes import run_while_ticking
 
 pytestmark = pytest.mark.integration
@@ -66,7 +68,7 @@ def test_retriever_metadata_invoke_overrides_and_phase_events(minilm):
             if name == "meve_phase":
                 events.append(data)
 
-    r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=BiEncoderScorer(minilm))
+    r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=CosineScorer(minilm))
     docs = r.invoke("How do pneumatic tyres make cycling more comfortable?", config={"callbacks": [Collect()]}, t_max=60, tau=0.5)
     assert [e["phase"] for e in events] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
     assert sum(d.metadata["meve_tokens"] for d in docs) <= 60
@@ -79,13 +81,13 @@ def test_retriever_metadata_invoke_overrides_and_phase_events(minilm):
 
 def test_retriever_keeps_a_users_own_id_metadata_key(minilm):
     ids = [f"doc-{i}" for i in range(len(TEXTS))]
-    r = MeVeRetriever.from_texts(TEXTS, ids=ids, metadatas=[{"id": f"isbn-{i}"} for i in range(len(TEXTS))], embedder=minilm, scorer=BiEncoderScorer(minilm))
+    r = MeVeRetriever.from_texts(TEXTS, ids=ids, metadatas=[{"id": f"isbn-{i}"} for i in range(len(TEXTS))], embedder=minilm, scorer=CosineScorer(minilm))
     got = r.invoke("How do pneumatic tyres make cycling more comfortable?")
     assert got and all(d.metadata["id"] == f"isbn-{d.id.split('-')[1]}" for d in got)
 
 
 async def test_retriever_async_does_not_block_the_loop(minilm):
-    r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=BiEncoderScorer(minilm), k=2)
+    r = MeVeRetriever.from_texts(TEXTS, embedder=minilm, scorer=CosineScorer(minilm), k=2)
     docs, ticks = await run_while_ticking(r.ainvoke("What does the derailleur do?"))
     assert len(docs) <= 2 and docs[0].id == "doc-9" and ticks > 0
 
@@ -111,7 +113,7 @@ def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_
     docs = [Document(page_content=p["text"], metadata={"title": p["title"]}, id=p["id"]) for p in demo_corpus()["passages"]]
     store = Chroma(collection_name="lcdocs", embedding_function=MiniLMEmbeddings(), persist_directory=chroma_dir)
     store.add_documents(docs, ids=[d.id for d in docs])
-    r = MeVeRetriever.from_vectorstore(store, docs, scorer=BiEncoderScorer(minilm))
+    r = MeVeRetriever.from_vectorstore(store, docs, scorer=CosineScorer(minilm))
     question = "How do pneumatic tyres make cycling more comfortable?"
     MiniLMEmbeddings.documents.clear()
     got = r.invoke(question, t_max=200)
@@ -135,8 +137,8 @@ def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from langchain_core.runnables import RunnableLambda
 
-    base = MeVeRetriever.from_texts(TEXTS, embedder=minilm, config=MeVeConfig(verify=False, prioritisation="none", t_max=5000), scorer=BiEncoderScorer(minilm))
-    comp = MeVeCompressor(embedder=minilm, scorer=BiEncoderScorer(minilm), t_max=80)
+    base = MeVeRetriever.from_texts(TEXTS, embedder=minilm, config=MeVeConfig(verify=False, prioritisation="none", t_max=5000), scorer=CosineScorer(minilm))
+    comp = MeVeCompressor(embedder=minilm, scorer=CosineScorer(minilm), t_max=80)
     ccr = ContextualCompressionRetriever(base_compressor=comp, base_retriever=base)
     out = ccr.invoke("How do pneumatic tyres make cycling more comfortable?")
     assert out and sum(d.metadata["meve_tokens"] for d in out) <= 80
@@ -147,7 +149,7 @@ def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
     assert chain.invoke("tyres")
     comp.compress_documents(docs, "tyres")
     assert [d.metadata for d in docs] == before  # inputs not mutated
-    few = MeVeCompressor(embedder=minilm, scorer=BiEncoderScorer(minilm), tau=0.999, n_min=2, fallback_k=2).compress_documents(docs, "tyres")
+    few = MeVeCompressor(embedder=minilm, scorer=CosineScorer(minilm), tau=0.999, n_min=2, fallback_k=2).compress_documents(docs, "tyres")
     assert len(few) == 2 and all(d.metadata["meve_source"] == "fallback" for d in few)
 
 
@@ -210,12 +212,15 @@ def test_middleware_in_a_real_agent_graph(minilm, chroma_dir):
     assert len(final["messages"]) == 2 * history_turns + 4  # checkpointed history untouched
     mem = mw.memory_for("thread-1")
     counter = mem.token_counter
+    recalled_any = False
     for call in model.seen:
-        recalled = [m for m in call if m.additional_kwargs.get("meve_recalled")]
+        recalled = [m for m in call if (m.id or "").startswith("meve-")]  # recalled turns' ids; no flag rides into the prompt
+        assert not any("meve_recalled" in m.additional_kwargs for m in call)
         assert sum(counter.count(m.content) for m in recalled) <= 120
+        recalled_any = recalled_any or bool(recalled)
         assert isinstance(call[0], SystemMessage) and call[0].content == "You are helpful."
     last = model.seen[-1]
-    assert any("Ana loves satay" in str(m.content) for m in last)
+    assert recalled_any and any("Ana loves satay" in str(m.content) for m in last)
     assert last[-2].tool_calls and isinstance(last[-1], ToolMessage) and last[-1].tool_call_id == "call-1"
     assert any(isinstance(m, HumanMessage) and m.content.startswith("Can Ana eat satay") for m in last)
     assert len(last) < len(final["messages"])
@@ -225,7 +230,7 @@ def test_middleware_in_a_real_agent_graph(minilm, chroma_dir):
 def test_reconstruct_messages_keeps_tool_pairs_whole(minilm):
     import time
 
-    from meve.store import chroma_client
+    from meve.retrieval.chroma import chroma_client
 
     mem = MomentaryMemory("plain", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(top_k=1, l_max=40))
     msgs = [HumanMessage(content=f"old message {i}", id=f"h{i}") for i in range(5)]
@@ -245,7 +250,7 @@ async def test_middleware_async_agent_path(minilm):
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from meve.store import chroma_client
+    from meve.retrieval.chroma import chroma_client
 
     mem = MomentaryMemory(
         "async-thread", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(top_k=2, l_max=50)
@@ -259,12 +264,13 @@ async def test_middleware_async_agent_path(minilm):
     assert len(mem) == 9  # 5 user turns + 4 AI replies recorded before the last call
     last = model.seen[-1]
     assert last[-1].content == "async message 4 about trains"
-    assert sum(mem.token_counter.count(m.content) for m in last if m.additional_kwargs.get("meve_recalled")) <= 50
+    recalled = [m for m in last if (m.id or "").startswith("meve-")]
+    assert recalled and sum(mem.token_counter.count(m.content) for m in recalled) <= 50
 
 
 def test_hierarchical_retrieval_through_langchain(minilm):
     docs = [Document(page_content=p["text"], metadata={"title": p["title"]}, id=p["id"]) for p in demo_corpus()["passages"]]
-    r = MeVeRetriever.from_documents(docs, embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_docs=3, t_max=200))
+    r = MeVeRetriever.from_documents(docs, embedder=minilm, scorer=CosineScorer(minilm), config=MeVeConfig(k_docs=3, t_max=200))
     got = r.invoke("Who made the first practical pneumatic tyre?")
     assert got[0].metadata["doc_id"] in ("dunlop", "dunlop-dup")
     src = next(p["text"] for p in demo_corpus()["passages"] if p["id"] == got[0].metadata["doc_id"])
@@ -301,7 +307,7 @@ def test_messages_without_ids_are_stored_once_across_restarts_and_never_emitted_
     assert len(again) == 3  # nothing stored twice after the "restart"
     assert [m.content for m in out].count("What colour is my bike?") == 1
     # Recalled turns carry their date (MemoryConfig.dates, on by default).
-    assert any(re.fullmatch(r"\[\d{4}-\d\d-\d\d\] I ride a green Brompton\.", m.content) and m.additional_kwargs.get("meve_recalled") for m in out)
+    assert any(re.fullmatch(r"\[\d{4}-\d\d-\d\d\] I ride a green Brompton\.", m.content) and (m.id or "").startswith("meve-") for m in out)
 
 
 PRUNE_DOCS = [
@@ -313,7 +319,7 @@ PRUNE_DOCS = [
 
 def test_compressor_prunes_sentences_and_gives_their_offsets(minilm):
     docs = [Document(page_content=t, metadata={"src": i}, id=f"d{i}") for i, t in enumerate(PRUNE_DOCS)]
-    out = MeVeCompressor(embedder=minilm, prune="verifier", prune_ratio=0.6, n_min=0).compress_documents(docs, "When was the Eiffel Tower completed?")
+    out = MeVeCompressor(embedder=minilm, prune="scorer", prune_ratio=0.6, n_min=0).compress_documents(docs, "When was the Eiffel Tower completed?")
     top = next(d for d in out if d.id == "d0")
     assert "Eiffel Tower was completed in March 1889" in top.page_content and "Bees" not in top.page_content
     # "It was the entrance arch" opens with a pronoun: kept only with the sentence before it.

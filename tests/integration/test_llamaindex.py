@@ -24,10 +24,11 @@ from llamaindex_meve import (
     RelevanceVerifier,
     TokenBudget,
 )
-from meve import BiEncoderScorer, InputError, MemoryConfig, MeVeConfig
+from meve import InputError, MemoryConfig, MeVeConfig
 from meve import MomentaryMemory as CoreMemory
-from meve.cli import demo_corpus
-from meve.store import chroma_client
+from meve.cli.commands import demo_corpus
+from meve.retrieval.chroma import chroma_client
+from meve.scoring.cosine import CosineScorer
 from tests.fakes import run_while_ticking
 
 pytestmark = pytest.mark.integration
@@ -70,11 +71,11 @@ def test_each_postprocessor_alone_without_mutating_inputs(chroma_index, minilm):
     q = "How do pneumatic tyres make cycling more comfortable?"
     nodes = _nodes(chroma_index, q)
     snapshot = copy.deepcopy([(n.node.node_id, dict(n.node.metadata), n.score) for n in nodes])
-    scorer = BiEncoderScorer(minilm)
+    scorer = CosineScorer(minilm)
     verified = RelevanceVerifier(tau=0.5, min_keep=3, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
-    assert verified[0].node.node_id == "dunlop" and verified[0].node.metadata["meve_verified"] is True
+    assert verified[0].node.node_id == "dunlop" and verified[0].node.metadata["meve_source"] == "verified"
     strict = RelevanceVerifier(tau=0.999, min_keep=2, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
-    assert len(strict) == 2 and all(n.node.metadata["meve_verified"] is False and "min_keep=2" in n.node.metadata["meve_note"] for n in strict)
+    assert len(strict) == 2 and all(n.node.metadata["meve_source"] == "padded" and "min_keep=2" in n.node.metadata["meve_note"] for n in strict)
     assert "meve_note" not in strict[0].node.get_content(metadata_mode="llm")
     dedup = RedundancyFilter(theta=0.85, embedder=minilm).postprocess_nodes(nodes, query_str=q)
     ids = [n.node.node_id for n in dedup]
@@ -98,11 +99,11 @@ def test_postprocessors_work_with_the_offline_defaults():
 def test_relevance_verifier_keeps_the_node_for_the_other_half_of_the_question(chroma_index, minilm):
     q = "Which came first, the penny-farthing or the Tour de France?"
     nodes = _nodes(chroma_index, q)
-    scorer = BiEncoderScorer(minilm)
+    scorer = CosineScorer(minilm)
     plain = RelevanceVerifier(tau=0.8, coverage=0.0, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
     covered = RelevanceVerifier(tau=0.8, coverage=0.2, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
     verified = {n.node.node_id for n in plain}
-    added = [n for n in covered if n.node.metadata["meve_verified"] is False]
+    added = [n for n in covered if n.node.metadata["meve_source"] == "covered"]
     assert verified and {n.node.node_id for n in covered} - verified == {n.node.node_id for n in added} != set()
     assert all(n.node.metadata["meve_note"].startswith("kept for query coverage: adds ") for n in added)
     assert {"penny-farthing", "tour"} <= {n.node.node_id for n in covered}
@@ -112,7 +113,7 @@ def test_relevance_verifier_keeps_the_node_for_the_other_half_of_the_question(ch
 
 
 def test_query_engine_with_meve_postprocessor_and_async(chroma_index, minilm):
-    pp = MeVePostprocessor(t_max=100, embedder=minilm, scorer=BiEncoderScorer(minilm))
+    pp = MeVePostprocessor(t_max=100, embedder=minilm, scorer=CosineScorer(minilm))
     engine = chroma_index.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=10, node_postprocessors=[pp])
     resp = engine.query("What does the derailleur do on a bicycle?")
     assert resp.source_nodes[0].node.node_id == "derailleur"
@@ -122,12 +123,12 @@ def test_query_engine_with_meve_postprocessor_and_async(chroma_index, minilm):
 
 
 def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
-    r = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=8, t_max=120), scorer=BiEncoderScorer(minilm))
+    r = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=8, t_max=120), scorer=CosineScorer(minilm))
     got = r.retrieve("How do pneumatic tyres make cycling more comfortable?")
     ids = [n.node.node_id for n in got]
     assert ids[0] == "dunlop" and "dunlop-dup" not in ids
     assert r.last_result is not None and r.last_result.token_count <= 120
-    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), scorer=BiEncoderScorer(minilm)).retrieve(
+    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), scorer=CosineScorer(minilm)).retrieve(
         "Campagnolo"
     )
     assert "derailleur-history" in [n.node.node_id for n in fb if n.node.metadata["meve_source"] == "fallback"]
@@ -151,7 +152,7 @@ def test_meve_retriever_runs_the_core_pipeline_in_the_index_space_and_embeds_eac
     counting = _CountingEmbedder(minilm)
     nodes = [TextNode(text=p["text"], id_=p["id"], metadata={"title": p["title"]}) for p in PASSAGES]
     index = VectorStoreIndex(nodes, embed_model=MeVeEmbedding(counting))
-    r = MeVeRetriever(index, config=MeVeConfig(k_init=6, t_max=200, fallback=False), scorer=BiEncoderScorer(minilm))
+    r = MeVeRetriever(index, config=MeVeConfig(k_init=6, t_max=200, fallback=False), scorer=CosineScorer(minilm))
     query = "Who developed the pneumatic tyre?"
     counting.texts.clear()
     first = r.retrieve(query)
@@ -167,9 +168,9 @@ def test_meve_retriever_runs_the_core_pipeline_in_the_index_space_and_embeds_eac
         MeVeRetriever()
 
 
-def _memory(minilm, system_outside_budget=False, **cfg):
+def _memory(minilm, **cfg):
     core = CoreMemory("li", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(**cfg))
-    return MomentaryChatMemory(core, system_outside_budget=system_outside_budget)
+    return MomentaryChatMemory(core)
 
 
 def _rendered(messages):
@@ -189,7 +190,9 @@ def test_chat_memory_get_put_set_reset_and_system_messages(minilm):
     assert got[0].role == MessageRole.SYSTEM
     assert got[-1].content == "What colour is my bike?"
     assert any(m.content == "My bike is a green Brompton." for m in got)
-    assert mem.core.token_counter.count(_rendered(got)) <= 40  # system message and current turn included
+    # meve's chat policy: system messages pass through first, outside l_max; the recalled turns and
+    # the current turn are rendered within it.
+    assert got[1].role != MessageRole.SYSTEM and mem.core.token_counter.count(_rendered(got[1:])) <= 40
     assert len(mem.get_all()) == 44
     mem.set([ChatMessage(role=MessageRole.USER, content="fresh start")])
     assert [m.content for m in mem.get_all()] == ["fresh start"]
@@ -243,7 +246,7 @@ def test_hierarchical_retrieval_through_llamaindex(minilm):
     from llama_index.core import Document as LIDocument
 
     docs = [LIDocument(text=p["text"], doc_id=p["id"], metadata={"title": p["title"]}) for p in PASSAGES]
-    r = MeVeRetriever.from_documents(docs, embedder=minilm, scorer=BiEncoderScorer(minilm), config=MeVeConfig(k_docs=3, t_max=200))
+    r = MeVeRetriever.from_documents(docs, embedder=minilm, scorer=CosineScorer(minilm), config=MeVeConfig(k_docs=3, t_max=200))
     got = r.retrieve("What does the derailleur do?")
     assert got[0].node.metadata["doc_id"].startswith("derailleur") and got[0].node.metadata["meve_source"] == "verified"
     assert r.last_result is not None and r.last_result.phase("retrieve").info["mode"] == "hierarchical"
@@ -259,9 +262,9 @@ def test_chat_memory_recalls_a_turn_said_twice_and_can_keep_system_messages_outs
     mem.put(ChatMessage(role=MessageRole.USER, content="I like green tea."))  # the same words again, now the current message
     got = mem.get()
     assert [m.content for m in got].count("I like green tea.") == 2  # the earlier turn is recalled, not deduplicated by text
-    assert got[-1].content == "I like green tea." and not got[-1].additional_kwargs.get("meve_recalled")
-    assert mem.core.token_counter.count(_rendered(got)) <= 60
-    outside = _memory(minilm, system_outside_budget=True, l_max=12)
+    assert got[-1].content == "I like green tea." and not got[-1].additional_kwargs  # no meve flag rides into the prompt
+    assert got[0].role == MessageRole.SYSTEM and mem.core.token_counter.count(_rendered(got[1:])) <= 60
+    outside = _memory(minilm, l_max=12)
     outside.put(ChatMessage(role=MessageRole.SYSTEM, content="A long system prompt that alone is longer than twelve tokens of budget."))
     outside.put(ChatMessage(role=MessageRole.USER, content="hello"))
     got = outside.get()
@@ -273,7 +276,7 @@ def test_postprocessor_prunes_sentences_without_touching_the_input_nodes(minilm)
 
     text = "The Louvre is the world's most-visited museum. The Eiffel Tower was completed in March 1889. Bees pollinate many flowering plants."
     nodes = [NodeWithScore(node=TextNode(text=text, id_="n0"), score=0.5)]
-    post = MeVePostprocessor(embedder=minilm, prune="verifier", prune_ratio=0.6, n_min=0)
+    post = MeVePostprocessor(embedder=minilm, prune="scorer", prune_ratio=0.6, n_min=0)
     out = post.postprocess_nodes(nodes, query_str="When was the Eiffel Tower completed?")
     (got,) = out
     assert got.node.get_content() == "The Eiffel Tower was completed in March 1889."
@@ -286,7 +289,7 @@ def test_postprocessor_prunes_sentences_without_touching_the_input_nodes(minilm)
 def test_token_budget_counts_the_joined_text_not_the_sum_of_its_parts():
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from meve.tokens import CallableTokenCounter
+    from meve.core.tokens import CallableTokenCounter
 
     # A fake counter, named as one: words, plus 4 once a text holds two or more paragraph breaks,
     # so three 3-word passages sum to 9 but join to 13.

@@ -147,7 +147,7 @@ def test_a_frozen_server_fails_after_the_timeout_instead_of_hanging(chroma_serve
     import signal
 
     from meve import StoreError
-    from meve.store import chroma_http_client
+    from meve.retrieval.chroma import chroma_http_client
     from tests.fakes import FakeEmbedder
 
     port = chroma_server.get_settings().chroma_server_http_port
@@ -168,7 +168,7 @@ def test_a_frozen_server_fails_after_the_timeout_instead_of_hanging(chroma_serve
 
 def test_a_users_own_http_client_without_a_timeout_is_named_once_in_the_log(chroma_server, caplog):
     from meve import MeVe
-    from meve.store import chroma_http_client
+    from meve.retrieval.chroma import chroma_http_client
     from tests.fakes import FakeEmbedder
 
     with caplog.at_level("WARNING", logger="meve"):

@@ -92,7 +92,7 @@ def test_a_hierarchical_replica_finds_documents_another_process_added(chroma_ser
 def test_a_document_stored_after_its_windows_is_caught_up_on_a_later_query():
     # A replica stores a document's windows, then the document: a query in between sees windows
     # of an unknown document, and must still pick the document up once it lands.
-    from meve.store import chroma_client
+    from meve.retrieval.chroma import chroma_client
 
     client = chroma_client()
     a = MeVe.from_documents(DOCS, embedder=FakeEmbedder(), scorer=FakeScorer(), client=client, collection_name="library-order")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from meve.locate import TitleTrie
+from meve.mindref.locate import TitleTrie
 
 pytestmark = pytest.mark.integration
 

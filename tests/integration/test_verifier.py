@@ -11,10 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from meve import BiEncoderScorer, ConfigError, LateInteractionScorer, MeVe, MeVeConfig, make_scorer
-from meve.cli import demo_corpus
-from meve.models import make_verifier
-from meve.verifier import CALIBRATION_PATH, Calibration
+from meve import ConfigError, LateInteractionScorer, MeVe, MeVeConfig
+from meve.cli.commands import demo_corpus
+from meve.scoring.calibration import CALIBRATION_PATH, Calibration
+from meve.scoring.cosine import CosineScorer
+from meve.scoring.resolve import make_scorer, make_scoring
 
 pytestmark = pytest.mark.integration
 
@@ -50,11 +51,11 @@ def test_an_answering_passage_passes_tau_and_an_off_topic_one_does_not(verifier,
 
 
 def test_the_default_is_late_interaction_and_cosine_is_only_explicit(minilm, monkeypatch):
-    monkeypatch.delenv("MEVE_VERIFIER", raising=False)
+    monkeypatch.delenv("MEVE_SCORER", raising=False)
     assert isinstance(make_scorer(None, minilm), LateInteractionScorer)
-    assert isinstance(make_scorer("cosine", minilm), BiEncoderScorer)
-    monkeypatch.setenv("MEVE_VERIFIER", "cosine")
-    assert isinstance(make_scorer(None, minilm), BiEncoderScorer)
+    assert isinstance(make_scorer("cosine", minilm), CosineScorer)
+    monkeypatch.setenv("MEVE_SCORER", "cosine")
+    assert isinstance(make_scorer(None, minilm), CosineScorer)
 
 
 def test_a_verifier_that_cannot_load_raises_and_names_it(minilm, tmp_path):
@@ -67,16 +68,16 @@ def test_a_verifier_that_cannot_load_raises_and_names_it(minilm, tmp_path):
 
 
 def test_a_configured_late_interaction_object_runs_as_its_own_verifier(minilm):
-    # Passed as a plain object (not .verifier()), it still keeps token vectors at ingestion and
+    # Passed as a plain object (not .scoring()), it still keeps token vectors at ingestion and
     # prunes from them: no sentence is encoded on its own at query time.
     corpus = demo_corpus()["passages"]
     scorer = LateInteractionScorer(minilm)
     texts, ids = [p["text"] for p in corpus], [p["id"] for p in corpus]
-    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8, prune="verifier", prune_gate=0.0))
+    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8, prune="scorer", prune_gate=0.0))
     assert len(scorer.cache) == len(set(texts))
     r = m.run("In what year did John Boyd Dunlop develop the pneumatic tyre?")
     prune = r.phase("prune")
-    assert prune.info["mode"] == "verifier" and [d.id for d in prune.dropped] == ["dunlop@63-179"]
+    assert prune.info["mode"] == "scorer" and [d.id for d in prune.dropped] == ["dunlop@63-179"]
     assert scorer.encoded_at_query_time == 0
 
 
@@ -88,17 +89,17 @@ def test_a_scorers_own_verifier_drops_its_shared_pass_over_another_embedder(mini
             raise AssertionError("not called while resolving a verifier")
 
     scorer = LateInteractionScorer(minilm)
-    assert make_verifier(scorer, minilm).shared is not None
-    other = make_verifier(scorer, OtherEmbedder())
+    assert make_scoring(scorer, minilm).shared is not None
+    other = make_scoring(scorer, OtherEmbedder())
     # Sentences are still scored in their passage's context; the dense vectors are the other embedder's.
-    assert other.shared is None and other.scorer is scorer and other.spans == scorer.verifier().spans
+    assert other.shared is None and other.scorer is scorer and other.spans == scorer.scoring().spans
 
 
 def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     corpus = demo_corpus()["passages"]
     scorer = LateInteractionScorer(minilm)
     texts, ids = [p["text"] for p in corpus], [p["id"] for p in corpus]
-    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer.verifier(), config=MeVeConfig(k_init=8))
+    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer.scoring(), config=MeVeConfig(k_init=8))
     assert len(scorer.cache) == len({p["text"] for p in corpus})
     forwards = []
     real_forward = scorer._forward
@@ -110,7 +111,7 @@ def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     assert forwards == [["What does the derailleur do on a bicycle?"]] and minilm.encoded == encoded_before
     scorer._forward = real_forward  # type: ignore[method-assign]
     verify = r.phase("verify")
-    assert verify.info["verifier"] == "late-interaction:all-MiniLM-L6-v2"
+    assert verify.info["scorer"] == "late-interaction:all-MiniLM-L6-v2"
     assert r.documents[0].id == "derailleur" and r.documents[0].source == "verified"
     # Stricter than the retriever: most of the 8 dense candidates are rejected.
     assert len(verify.kept) < 8
@@ -120,7 +121,7 @@ def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
 
 
 def test_a_scorer_with_only_the_protocol_runs_through_it(minilm):
-    # A scorer that offers no Verifier of its own shares no forward pass, so ingestion keeps no
+    # A scorer that offers no Scoring of its own shares no forward pass, so ingestion keeps no
     # token vectors and the candidates are encoded when first verified.
     class OnlyTheProtocol:
         def __init__(self, inner):
@@ -136,22 +137,22 @@ def test_a_scorer_with_only_the_protocol_runs_through_it(minilm):
     r = m.run("What does the derailleur do on a bicycle?")
     # every passage it scored (8 candidates, then any fallback ones) was encoded once, then cached
     assert scorer.encoded_at_query_time == len(scorer.cache) >= 8
-    assert r.phase("verify").info["verifier"] == scorer.name
+    assert r.phase("verify").info["scorer"] == scorer.name
 
 
 def test_meve_accepts_a_verifier_by_name(minilm):
     corpus = demo_corpus()["passages"]
     m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer="cosine", config=MeVeConfig(k_init=5))
-    assert m.run("derailleur").phase("verify").info["verifier"].startswith("cosine:")
+    assert m.run("derailleur").phase("verify").info["scorer"].startswith("cosine:")
 
 
 def test_the_default_loads_offline_with_an_empty_hugging_face_cache(tmp_path):
     code = (
         "from meve import MeVe; "
         "m = MeVe.from_texts(['The Eiffel Tower was completed in 1889.', 'Bees pollinate flowers.']); "
-        "print(m.run('When was the Eiffel Tower completed?').phase('verify').info['verifier'])"
+        "print(m.run('When was the Eiffel Tower completed?').phase('verify').info['scorer'])"
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "MEVE_VERIFIER": ""}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "MEVE_SCORER": ""}
     env.pop("SENTENCE_TRANSFORMERS_HOME", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -188,7 +189,7 @@ def test_training_script_fits_a_calibration_on_a_tiny_slice(tmp_path, minilm):
 def test_sentence_scores_come_from_the_passage_own_token_vectors(verifier):
     """Each answering sentence, hidden among off-topic ones in one passage, is the best-scored
     sentence of that passage, and scoring sentences runs no model once the passage is cached."""
-    from meve.chunking import sentence_spans
+    from meve.core.text import sentence_spans
 
     for question, answer, _ in PAIRS:
         others = [off for q, _, off in PAIRS if q != question]
@@ -203,7 +204,7 @@ def test_sentence_scores_come_from_the_passage_own_token_vectors(verifier):
 
 
 def test_a_sentence_past_the_model_max_length_is_scored_alone(verifier):
-    from meve.chunking import sentence_spans
+    from meve.core.text import sentence_spans
 
     question, answer, off = PAIRS[0]
     text = " ".join([off] * 60 + [answer])  # the answer sits beyond MiniLM's 256 word pieces

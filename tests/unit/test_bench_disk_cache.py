@@ -4,7 +4,7 @@ multi-gigabyte file just before a timed arm is what it must not do."""
 import numpy as np
 
 from benchmarks import common
-from meve.verifier import TokenVectorCache
+from meve.scoring.late_interaction import TokenVectorCache
 
 
 def test_save_writes_only_when_the_cache_holds_new_texts(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ def test_idle_ratios_do_not_make_two_settings_differ() -> None:
 
 
 def test_ratios_that_act_are_kept() -> None:
-    cfg = {"candidates": "dense", "tau": 0.3, "cut": "ratio", "cut_ratio": 0.8, "n_min": 3, "prune": "verifier", "prune_ratio": 0.5}
+    cfg = {"candidates": "dense", "tau": 0.3, "cut": "ratio", "cut_ratio": 0.8, "n_min": 3, "prune": "scorer", "prune_ratio": 0.5}
     assert acting(cfg) == cfg
     assert acting(cfg) != acting({**cfg, "cut_ratio": 0.9})
 

@@ -1,7 +1,7 @@
-from meve.budget import Ledger, shrink_to_fit
-from meve.phases import pack_budget
-from meve.records import Passage
-from meve.tokens import CallableTokenCounter
+from meve.core.budget import Ledger, shrink_to_fit
+from meve.core.records import Passage
+from meve.core.tokens import CallableTokenCounter
+from meve.pipeline.phases import pack_budget
 
 # A fake counter, named as one: words, plus 4 once a text holds two or more paragraph breaks.
 FAKE = CallableTokenCounter(lambda t: len(t.split()) + (4 if t.count("\n\n") >= 2 else 0), "fake-words")

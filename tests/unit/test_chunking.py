@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from meve.chunking import chunk_spans, chunk_text
-from meve.tokens import RegexTokenCounter, get_token_counter
+from meve.core.text import chunk_spans, chunk_text
+from meve.core.tokens import RegexTokenCounter, get_token_counter
 
 
 @pytest.mark.parametrize("counter", [RegexTokenCounter(), get_token_counter()], ids=["regex", "bpe"])

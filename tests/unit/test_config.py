@@ -8,7 +8,7 @@ def test_defaults_follow_the_paper_except_where_dev_data_chose():
     assert (cfg.k_init, cfg.theta_redundancy, cfg.t_max, cfg.prioritisation) == (20, 0.85, 512, "redundancy")
     # Chosen on dev data by benchmarks/minimal.py (BENCHMARKS.md, "Minimal context"); the paper has tau 0.5 and n_min 3.
     assert (cfg.tau, cfg.cut, cfg.coverage, cfg.coverage_floor, cfg.n_min, cfg.candidates) == (0.1, "none", 0.3, 0.05, 1, "hybrid")
-    assert (cfg.prune, cfg.prune_ratio, cfg.prune_gate) == ("verifier", 0.7, 0.2)
+    assert (cfg.prune, cfg.prune_ratio, cfg.prune_gate) == ("scorer", 0.7, 0.2)
 
 
 @pytest.mark.parametrize(
@@ -48,6 +48,17 @@ def test_replace_validates_keeps_zero_and_rejects_unknown():
         cfg.replace(tmax=10)
 
 
+def test_unknown_keywords_are_refused_by_name_with_the_nearest_field():
+    with pytest.raises(ConfigError, match=r"bogus=1 is not allowed: expected a keyword of MeVeConfig \(allowed: "):
+        MeVeConfig(bogus=1)
+    with pytest.raises(ConfigError, match=r"tua=0.3 is not allowed: expected a keyword of MeVeConfig \(did you mean 'tau'\?"):
+        MeVeConfig(tua=0.3)
+    with pytest.raises(ConfigError, match=r"lmax=5 .*\(did you mean 'l_max'\?"):
+        MemoryConfig(lmax=5)
+    with pytest.raises(ConfigError, match=r"t_mx=200 .*\(did you mean 't_max'\?"):
+        MeVeConfig().replace(t_mx=200)
+
+
 def test_memory_config_weights_and_fusion():
     assert MemoryConfig().weights == {"bm25": 0.8, "dense": 0.2}  # the documented default (README, BENCHMARKS.md)
     with pytest.raises(ConfigError, match="stemming=1"):
@@ -76,7 +87,7 @@ def test_model_constructors_validate_their_arguments():
 
 def test_configs_and_meve_take_keyword_arguments_only_and_check_their_types():
     from meve import InputError, MeVe
-    from meve.lexical import LexicalIndex
+    from meve.retrieval.lexical import LexicalIndex
 
     with pytest.raises(TypeError):
         MeVeConfig(20)  # type: ignore[misc]
@@ -86,7 +97,7 @@ def test_configs_and_meve_take_keyword_arguments_only_and_check_their_types():
         MeVe(None, LexicalIndex([], []))  # type: ignore[misc]
     with pytest.raises(InputError, match=r"store must be a meve PassageStore .*, got str"):
         MeVe(store="chroma", lexical=LexicalIndex([], []))  # type: ignore[arg-type]
-    with pytest.raises(InputError, match=r"lexical must be a meve\.lexical\.LexicalIndex, got list"):
+    with pytest.raises(InputError, match=r"lexical must be a meve\.retrieval\.lexical\.LexicalIndex, got list"):
         MeVe(store=None, lexical=[])  # type: ignore[arg-type]
     with pytest.raises(InputError, match="query_encoder must be a callable"):
         MeVe(store=None, lexical=LexicalIndex([], []), query_encoder="embed_query")  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 import pytest
 
-from meve.fusion import minmax, rrf, weighted_sum
+from meve.retrieval.fusion import minmax, rrf, weighted_sum
 
 
 def test_minmax_edges():

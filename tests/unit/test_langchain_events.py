@@ -4,7 +4,7 @@
 from langchain_core.callbacks import BaseCallbackHandler
 
 from langchain_meve import MeVeRetriever
-from meve.records import PhaseRecord
+from meve.core.records import PhaseRecord
 from tests.fakes import FakeEmbedder, FakeScorer
 
 TEXTS = ["The Eiffel Tower is in Paris.", "Bananas are yellow.", "Paris is the capital of France."]

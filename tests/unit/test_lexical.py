@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from meve import ConfigError
-from meve.cli import demo_corpus
-from meve.lexical import BACKENDS, Bm25sBackend, IncrementalBM25, RankBM25Backend, make_bm25, stemmed_tokenize, terms_held, top_k
+from meve.cli.commands import demo_corpus
+from meve.retrieval.bm25 import BACKENDS, Bm25sBackend, IncrementalBM25, RankBM25Backend, make_bm25, top_k
+from meve.retrieval.terms import stemmed_tokenize, terms_held
 from tests.conftest import shared_data
 
 

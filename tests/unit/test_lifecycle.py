@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from meve import MeVe, MomentaryMemory, StoreError
-from meve.store import chroma_client
+from meve.retrieval.chroma import chroma_client
 from tests.fakes import FakeEmbedder, FakeScorer
 
 CYCLES = int(os.environ.get("MEVE_LIFECYCLE_CYCLES", "500"))
@@ -88,7 +88,7 @@ def test_warm_up_runs_each_model_once_and_returns_the_handle(tmp_path):
 def test_the_model_registry_loads_each_model_once_across_threads():
     from concurrent.futures import ThreadPoolExecutor
 
-    from meve.models import ModelRegistry
+    from meve.scoring.registry import ModelRegistry
 
     reg = ModelRegistry()
     loads = []
@@ -103,3 +103,21 @@ def test_the_model_registry_loads_each_model_once_across_threads():
     assert reg.loaded() == [("test", "m", "cpu")]
     reg.clear()
     assert reg.get("test", "m", "cpu", factory) is not got[0] and len(loads) == 2
+
+
+def test_the_middleware_closes_the_sessions_it_evicts(tmp_path):
+    pytest.importorskip("langchain")
+    from langchain_meve import MomentaryContextMiddleware
+    from meve.retrieval.chroma import open_clients
+
+    db = str(tmp_path / "db")
+    key = str((tmp_path / "db").resolve())
+    mw = MomentaryContextMiddleware(path=db, embedders=[FakeEmbedder()], max_sessions=2)
+    first = mw.memory_for("s0")
+    for i in range(1, 5):
+        mw.memory_for(f"s{i}")
+    assert open_clients()[key] == 2  # two sessions open; the three evicted released their handle on the client
+    assert first.closed
+    assert mw.memory_for("s0") is not first and not mw.memory_for("s0").closed  # an evicted session reopens from Chroma
+    mw.close()
+    assert key not in open_clients()

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meve import ConfigError, InputError, MeVe, MeVeConfig, get_token_counter
-from meve.hierarchy import DEFAULT_DOC_WEIGHTS, Document, TitleIndex, check_doc_weights, sentence_windows, title_key
-from meve.locate import ExactIndex, Span, naive_locate
-from meve.phases import GAP_MARK
-from meve.store import chroma_client
+from meve.mindref.documents import DEFAULT_DOC_WEIGHTS, Document, TitleIndex, check_doc_weights, sentence_windows, title_key
+from meve.mindref.locate import ExactIndex, Span, naive_locate
+from meve.pipeline.prune import GAP_MARK
+from meve.retrieval.chroma import chroma_client
 from tests.fakes import FakeEmbedder, FakeScorer
 
 ALPHABET = "abé c.\n"
@@ -73,7 +73,7 @@ def test_hierarchical_meve_picks_documents_then_passages_with_offsets():
     body = DOCS[0].text
     assert body[top.metadata["start"] : top.metadata["end"]] == top.text
     # A pruned window keeps its window's offsets in the document; its spans lie inside the window.
-    pruned = m.run("When was the Eiffel Tower completed?", prune="verifier", prune_gate=0.0).documents[0]
+    pruned = m.run("When was the Eiffel Tower completed?", prune="scorer", prune_gate=0.0).documents[0]
     start = pruned.metadata["start"]
     assert pruned.spans and pruned.text != top.text
     assert GAP_MARK.join(body[start + a : start + b] for a, b in pruned.spans) == pruned.text

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meve import ConfigError, InputError, MemoryConfig, MomentaryMemory, StoreError
-from meve.memory import TRUNCATION_MARKER
-from meve.store import chroma_client
+from meve.memory.render import TRUNCATION_MARKER
+from meve.retrieval.chroma import chroma_client
 from tests.fakes import FakeEmbedder
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
@@ -137,7 +137,7 @@ def test_several_embedders_each_get_a_collection_and_a_weight():
     m.add_many([t for _, t in CHAT])
     ctx = m.reconstruct("dog beagle")
     assert {k for tr in ctx.trace for k in tr.dense} == {"a", "b"}
-    stem = m._collections[0].name.rsplit("-", 1)[0]
+    stem = m._store.collections[0].name.rsplit("-", 1)[0]
     assert {n for n in (c.name for c in client.list_collections()) if n.startswith(stem)} == {f"{stem}-a", f"{stem}-b", f"{stem}.heads"}
 
 
@@ -352,12 +352,12 @@ def test_metadata_that_storage_would_change_is_refused(metadata, message):
 
 
 def test_add_many_is_all_or_nothing_when_chroma_fails_mid_batch(monkeypatch):
-    import meve.memory
+    import meve.memory.session
 
     m = mem()
     m.add("already there", "user")
-    monkeypatch.setattr(meve.memory, "_PAGE", 2)  # 5 turns -> 3 writes per collection
-    col = m._collections[0]
+    monkeypatch.setattr(meve.memory.session, "PAGE", 2)  # 5 turns -> 3 writes per collection
+    col = m._store.collections[0]
     real_add = col.add
     calls = {"n": 0}
 
@@ -468,6 +468,19 @@ def test_kept_roles_count_against_the_budget_after_the_recent_turn():
         m.reconstruct("weather", keep_roles="system")
 
 
+def test_skipped_roles_are_never_chosen_nor_count_against_the_budget():
+    m = mem(dates=False)
+    m.add("System note: the weather station reports about the weather daily.", "system")
+    for i in range(6):
+        m.add(f"filler remark number {i} about the weather", "user")
+    ranked = m.reconstruct("weather station reports", l_max=200)
+    assert "system" in [t.role for t in ranked.turns]  # relevant, so chosen without skip_roles
+    skipped = m.reconstruct("weather station reports", l_max=200, skip_roles=("system",))
+    assert [t.role for t in skipped.turns] == ["user"] * 6 and skipped.token_count == m.token_counter.count(skipped.text)
+    with pytest.raises(InputError, match="skip_roles=\\('boss',\\)"):
+        m.reconstruct("weather", skip_roles=("boss",))
+
+
 def test_stemming_lets_bm25_match_word_forms():
     def build(stemming):
         m = mem(stemming=stemming, weights={"bm25": 1.0, "dense": 0.0})
@@ -517,8 +530,8 @@ def test_a_read_with_nothing_new_reads_the_heads_rows_and_counts_no_turns(monkey
     a.add("alpha writes about zebras", "user")
     b.add("beta writes about walruses", "user")
     counts = []
-    real_count = a._collections[0].count
-    monkeypatch.setattr(a._collections[0], "count", lambda: counts.append(1) or real_count())
+    real_count = a._store.collections[0].count
+    monkeypatch.setattr(a._store.collections[0], "count", lambda: counts.append(1) or real_count())
     a.reconstruct("walruses")  # b's write changed b's heads row: a reconciles once
     assert len(counts) == 1
     a.reconstruct("zebras")

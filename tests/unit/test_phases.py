@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from meve.phases import GAP_MARK, cover_query, drop_redundant, fallback, head_threshold, novelty_select, pack_budget, prune_sentences, verify
-from meve.records import Passage
+from meve.core.records import Passage
+from meve.pipeline.phases import cover_query, drop_redundant, fallback, head_threshold, novelty_select, pack_budget, verify
+from meve.pipeline.prune import GAP_MARK, prune_sentences
 
 
 def p(pid, vec=None, **kw):
@@ -24,7 +25,7 @@ def test_verify_rejects_mismatched_scores():
 
 
 def _cover(texts, rel, query, coverage, floor=0.0, **verify_kw):
-    from meve.lexical import stemmed_tokenize
+    from meve.retrieval.terms import stemmed_tokenize
 
     cands = tuple(Passage(id=pid, text=t) for pid, t in texts.items())
     out = verify(cands, rel, **verify_kw)
@@ -178,7 +179,7 @@ TEXT = "Dunlop was a vet. He lived in Belfast. Rain fell that year. Belfast buil
 
 
 def sentences(text):
-    from meve.chunking import sentence_spans
+    from meve.core.text import sentence_spans
 
     return sentence_spans(text)
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meve import ConfigError, ContextResult, InputError, MeVe, MeVeConfig, StoreError
-from meve.store import chroma_client
+from meve.retrieval.chroma import chroma_client
 from tests.fakes import FakeEmbedder, FakeScorer, run_while_ticking
 
 CORPUS = [
@@ -31,7 +31,7 @@ def test_run_records_every_phase_with_tokens_and_reasons():
     assert isinstance(r, ContextResult)
     assert [rec.phase for rec in r.trace] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
     verify = r.phase("verify")
-    assert verify.info["verifier"] == "fake-overlap" and verify.info["pairs_scored"] == 6
+    assert verify.info["scorer"] == "fake-overlap" and verify.info["pairs_scored"] == 6
     # Below tau, or above it but outside the ratio cut's head (< 0.8 x the best score).
     assert all(("< tau 0.5" in d.reason) == (d.score < 0.5) for d in verify.dropped)
     assert all("outside the head" in d.reason for d in verify.dropped if d.score >= 0.5)
@@ -173,7 +173,7 @@ def test_k_init_above_store_size_and_empty_store_return_what_exists():
     r = m.run("Eiffel Tower")
     assert len(r.phase("retrieve").kept) == len(CORPUS)
     assert r.phase("retrieve").info["store_size"] == len(CORPUS)
-    from meve.store import ChromaStore
+    from meve.retrieval.store import ChromaStore
 
     empty = ChromaStore(chroma_client().create_collection("empty-store"))
     assert empty.query(FakeEmbedder().encode(["anything"])[0], 5) == []
@@ -186,6 +186,18 @@ def test_a_question_the_corpus_cannot_answer_gets_an_empty_context_not_padding()
     fb = r.phase("fallback")
     assert fb.info["triggered"] is True and fb.info["added"] == []
     assert "nothing relevant" in r.phase("budget").info["empty"]
+
+
+def test_min_keep_pads_an_empty_context_with_the_best_scored_candidates_flagged_as_such():
+    m = build(config=MeVeConfig(k_init=6, tau=0.9, n_min=0, t_max=300))
+    empty = m.run("Eiffel potassium mountain")
+    assert empty.documents == () and "nothing relevant" in empty.phase("budget").info["empty"]
+    r = m.run("Eiffel potassium mountain", min_keep=2)
+    scores = r.phase("verify").scores
+    best = sorted(scores, key=lambda pid: -scores[pid])[:2]
+    assert [d.id for d in r.documents] == best and all(d.source == "padded" and d.relevance == scores[d.id] for d in r.documents)
+    assert r.phase("fallback").info["padded"] == best
+    assert m.run("Eiffel potassium mountain", min_keep=2, tau=0.0).phase("fallback").info.get("padded") is None  # enough verified: nothing padded
 
 
 def test_fallback_keeps_lexical_hits_and_drops_what_the_verifier_rejects():
@@ -210,7 +222,7 @@ LONG = [
 ]
 
 
-@pytest.mark.parametrize("prune", ["verifier", "embedder"])
+@pytest.mark.parametrize("prune", ["scorer", "embedder"])
 def test_prune_shortens_passages_keeps_ids_and_offsets_and_counts_the_rendered_text(prune):
     m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
     whole = m.run("Who designed the Eiffel tower in Paris?", prune="none")
@@ -229,7 +241,7 @@ def test_prune_shortens_passages_keeps_ids_and_offsets_and_counts_the_rendered_t
 def test_prune_gate_keeps_passages_whole_and_the_trace_names_them():
     m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
     whole = m.run("Who designed the Eiffel tower in Paris?", prune="none")
-    r = m.run("Who designed the Eiffel tower in Paris?", prune="verifier", prune_ratio=0.6, prune_gate=1.0)
+    r = m.run("Who designed the Eiffel tower in Paris?", prune="scorer", prune_ratio=0.6, prune_gate=1.0)
     assert r.context == whole.context and r.phase("prune").dropped == ()
     assert set(r.phase("prune").info["whole_below_gate"]) == set(r.phase("prioritise").kept) == {"doc-0", "doc-1"}
     assert r.phase("prune").info["gate"] == 1.0
@@ -342,7 +354,7 @@ def test_lone_surrogates_in_a_query_text_or_id_are_input_errors():
 
 
 def test_what_runs_is_what_the_verifier_bundle_names_not_the_scorer_type():
-    from meve.models import SharedPass, Verifier
+    from meve.scoring.protocols import Scoring, SharedPass
 
     scorer, embedder = FakeScorer(), FakeEmbedder()
     span_calls: list[list[str]] = []
@@ -360,10 +372,10 @@ def test_what_runs_is_what_the_verifier_bundle_names_not_the_scorer_type():
         pass_calls.append("query")
         return embedder.encode([text])[0]
 
-    bundle = Verifier(scorer, spans, SharedPass(embedder.name, passages, query))
+    bundle = Scoring(scorer, spans, SharedPass(embedder.name, passages, query))
     m = MeVe.from_texts(LONG, embedder=embedder, scorer=bundle, config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
     calls_after_ingest = embedder.calls
-    r = m.run("Who designed the Eiffel tower in Paris?", prune="verifier", prune_ratio=0.9)
+    r = m.run("Who designed the Eiffel tower in Paris?", prune="scorer", prune_ratio=0.9)
     # Ingestion and the query went through the shared pass; sentences through the bundle's span scorer.
     assert pass_calls == ["passages", "query"] and embedder.calls == calls_after_ingest + 1
     assert span_calls and r.documents[0].text == LONG[0][: LONG[0].index(" It was")]
@@ -375,9 +387,9 @@ def test_what_runs_is_what_the_verifier_bundle_names_not_the_scorer_type():
 def test_a_plain_scorer_scores_each_sentence_as_a_text_of_its_own():
     scorer = FakeScorer()
     m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=scorer, config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
-    from meve.chunking import sentence_spans
+    from meve.core.text import sentence_spans
 
-    r = m.run("Who designed the Eiffel tower in Paris?", prune="verifier", prune_ratio=0.6)
+    r = m.run("Who designed the Eiffel tower in Paris?", prune="scorer", prune_ratio=0.6)
     kept = r.phase("prioritise").kept
     # After verification scored the passages, pruning scored every kept passage's sentences in one batch.
     n_sentences = sum(len(sentence_spans(LONG[int(i[4:])])) for i in kept)
@@ -385,12 +397,13 @@ def test_a_plain_scorer_scores_each_sentence_as_a_text_of_its_own():
 
 
 def test_a_shared_pass_for_another_embedder_is_refused():
-    from meve.models import SharedPass, Verifier, make_verifier
+    from meve.scoring.protocols import Scoring, SharedPass
+    from meve.scoring.resolve import make_scoring
 
     embedder = FakeEmbedder(name="fake-a")
     other = SharedPass("fake-b", embedder.encode, lambda q: embedder.encode([q])[0])
     with pytest.raises(ConfigError, match="fake-b"):
-        make_verifier(Verifier(FakeScorer(), lambda q, t, s: [], other), embedder)
+        make_scoring(Scoring(FakeScorer(), lambda q, t, s: [], other), embedder)
 
 
 @pytest.mark.parametrize("candidates", ["dense", "hybrid"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import meve
 
-VERIFIER_DIR = Path(meve.__file__).resolve().parent / "verifier"
+VERIFIER_DIR = Path(meve.__file__).resolve().parent / "weights"
 
 
 def test_the_shipped_weights_are_safetensors_in_one_folder_within_60_mb():

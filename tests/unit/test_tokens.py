@@ -3,7 +3,7 @@ import shutil
 import pytest
 
 from meve import InputError, get_token_counter
-from meve.tokens import CallableTokenCounter, HFTokenCounter, OpenAIEncodingCounter, RegexTokenCounter, count_many
+from meve.core.tokens import CallableTokenCounter, HFTokenCounter, OpenAIEncodingCounter, RegexTokenCounter, count_many
 from tests.conftest import shared_data
 
 TEXT = "MeVe verifies, de-duplicates and budgets context — naïve café ✓ 12345."
@@ -49,7 +49,7 @@ def test_truncate_fits(counter):
 def test_hf_tokenizer_and_callable_specs():
     from transformers import AutoTokenizer
 
-    from meve.models import default_model_path
+    from meve.scoring.registry import default_model_path
 
     hf = get_token_counter(AutoTokenizer.from_pretrained(default_model_path()))
     assert isinstance(hf, HFTokenCounter) and hf.count("hello world") == 2

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meve.errors import ConfigError
-from meve.verifier import Calibration, TokenVectorCache, dequantize, fit_platt, maxsim, quantize
+from meve.core.errors import ConfigError
+from meve.scoring.calibration import Calibration, fit_platt
+from meve.scoring.late_interaction import TokenVectorCache, dequantize, maxsim, quantize
 
 
 def _unit(a: np.ndarray) -> np.ndarray:
@@ -67,7 +68,7 @@ def test_calibration_round_trips_through_safetensors(tmp_path):
 
 
 def test_cached_embedder_is_bounded_by_bytes_and_never_embeds_a_cached_text_twice():
-    from meve import CachedEmbedder
+    from meve.scoring.embedders import CachedEmbedder
     from tests.fakes import FakeEmbedder
 
     inner = FakeEmbedder(dimension=16)  # 64 bytes per vector

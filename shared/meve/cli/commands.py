@@ -1,0 +1,237 @@
+"""The ``meve`` subcommands: index files, query an index, run the demo, inspect chat memory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from meve.core.errors import MeVeError
+
+DEFAULT_COLLECTION = "meve"
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=140)
+
+
+def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id prefix, text, metadata) records from txt/md/json/jsonl files."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    suffix = path.suffix.lower()
+    if suffix not in (".txt", ".md", ".markdown", ".rst", ".json", ".jsonl"):
+        raise MeVeError(f"{path}: unsupported file type {suffix!r}; allowed: .txt, .md, .markdown, .rst, .json, .jsonl")
+    if not path.exists():
+        raise MeVeError(f"{path}: no such file; check the path")
+    if not path.is_file():
+        raise MeVeError(f"{path}: not a regular file; give text files (directories are not walked)")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise MeVeError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}); convert it to UTF-8 text first") from exc
+    except OSError as exc:
+        raise MeVeError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    source = str(path.resolve())
+    if suffix in (".txt", ".md", ".markdown", ".rst"):
+        return [(path.stem, raw, {"source": source})]
+    if suffix in (".json", ".jsonl"):
+        try:
+            items = [json.loads(line) for line in raw.splitlines() if line.strip()] if suffix == ".jsonl" else json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise MeVeError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+        if isinstance(items, dict):
+            items = items.get("passages") or items.get("documents") or [items]
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                out.append((f"{path.stem}-{i}", item, {"source": source}))
+            elif isinstance(item, dict) and isinstance(item.get("text"), str):
+                meta: dict[str, Any] = {k: v for k, v in item.items() if k != "text" and isinstance(v, str | int | float | bool)}
+                meta["source"] = source
+                out.append((str(item.get("id", f"{path.stem}-{i}")), item["text"], meta))
+            else:
+                raise MeVeError(f"{path}: item {i} is neither a str nor an object with a 'text' field")
+    return out
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """`meve index`: chunk files and index them into a persistent Chroma directory."""
+    from meve.core.text import chunk_text
+    from meve.core.tokens import get_token_counter
+    from meve.pipeline.meve import MeVe
+    from meve.retrieval.chroma import chroma_client
+
+    counter = get_token_counter()
+    texts: list[str] = []
+    ids: list[str] = []
+    metas: list[dict[str, Any]] = []
+    records = [(name, _read_records(Path(name))) for name in args.files]  # every file is checked before anything is written
+    for _name, recs in records:
+        for prefix, text, meta in recs:
+            for j, chunk in enumerate(chunk_text(text, args.chunk_tokens, counter)):
+                texts.append(chunk)
+                ids.append(f"{prefix}#{j}")
+                metas.append({**meta, "chunk": j})
+    if not texts:
+        raise MeVeError("no text found in the given files")
+    client = chroma_client(args.db)
+    replaced = 0
+    if args.collection in {c.name for c in client.list_collections()}:
+        collection = client.get_collection(args.collection)
+        clash = collection.get(ids=ids, include=[])["ids"]
+        if clash and not args.replace:
+            raise MeVeError(
+                f"{len(clash)} chunk id(s) are already in collection {args.collection!r} (e.g. {clash[0]!r}); "
+                "to index changed files again add --replace (the files' old chunks are deleted first)"
+            )
+        if args.replace:
+            # A file's old chunks: the same ids, plus any its longer former version had (same source).
+            old = set(clash)
+            for source in sorted({m["source"] for m in metas}):
+                old.update(collection.get(where={"source": source}, include=[])["ids"])
+            for start in range(0, len(old), 1000):
+                collection.delete(ids=sorted(old)[start : start + 1000])
+            replaced = len(old)
+    meve = MeVe.from_texts(texts, ids=ids, metadatas=metas, client=client, collection_name=args.collection, show_progress=sys.stderr.isatty())
+    total = meve.store.count() if meve.store else 0
+    note = f", replacing {replaced} old chunk(s)" if replaced else ""
+    # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
+    _console().print(
+        f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})",
+        soft_wrap=True,
+    )
+    return 0
+
+
+def _phase_table(result: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"MeVe trace — {result.query!r}")
+    for col in ("phase", "kept", "dropped (why)", "tokens in→out", "ms", "notes"):
+        table.add_column(col, overflow="fold")
+    for rec in result.trace:
+        dropped = "\n".join(f"{d.id}: {d.reason}" for d in rec.dropped[:8]) + (f"\n… {len(rec.dropped) - 8} more" if len(rec.dropped) > 8 else "")
+        notes = ", ".join(f"{k}={v}" for k, v in rec.info.items() if k not in ("order",))
+        table.add_row(rec.phase, str(len(rec.kept)), dropped or "-", f"{rec.tokens_in}→{rec.tokens_out}", f"{rec.ms:.1f}", notes)
+    return table
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """`meve query`: run MeVe on an index and show each phase."""
+    from meve.pipeline.meve import MeVe
+    from meve.retrieval.chroma import chroma_client
+
+    client = chroma_client(args.db, create=False)
+    names = [c.name for c in client.list_collections()]
+    if args.collection not in names:
+        raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
+    meve = MeVe.from_chroma(client.get_collection(args.collection))
+    overrides = {k: getattr(args, k) for k in ("t_max", "tau", "k_init") if getattr(args, k) is not None}
+    result = meve.run(args.query, **overrides)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+        return 0
+    console = _console()
+    console.print(_phase_table(result))
+    for doc in result.documents:
+        console.print(f"[bold]{doc.id}[/] ({doc.source}, score {doc.score:.3f}, {doc.tokens} tokens): {doc.text}")
+    console.print(f"context: {result.token_count} tokens (t_max {result.config['t_max']})")
+    return 0
+
+
+def demo_corpus() -> dict[str, Any]:
+    """The demo corpus shipped with meve: passages and questions written for the demo."""
+    data: dict[str, Any] = json.loads(resources.files("meve").joinpath("data/demo_corpus.json").read_text(encoding="utf-8"))
+    return data
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """`meve demo`: standard dense top-k beside MeVe on the demo corpus."""
+    from rich.table import Table
+
+    from meve.core.config import MeVeConfig
+    from meve.pipeline.meve import MeVe
+
+    console = _console()
+    corpus = demo_corpus()
+    passages = corpus["passages"]
+    console.print(f"[bold]meve demo[/]: {len(passages)} passages written for the demo; models load offline (first run ~15 s)…")
+    meve = MeVe.from_texts(
+        [p["text"] for p in passages],
+        ids=[p["id"] for p in passages],
+        metadatas=[{"title": p["title"]} for p in passages],
+        config=MeVeConfig(k_init=args.k, t_max=args.t_max),
+    )
+    queries = [args.query] if args.query else corpus["queries"]
+    for query in queries:
+        base = meve.baseline(query, k=args.k)
+        result = meve.run(query)
+        table = Table(title=f"{query}", show_lines=False)
+        table.add_column(f"Standard RAG: dense top-{args.k} ({base.token_count} tokens)", overflow="fold")
+        table.add_column(f"MeVe ({result.token_count} tokens, t_max {args.t_max})", overflow="fold")
+        rows = max(len(base.documents), len(result.documents))
+        for i in range(rows):
+            left = f"{base.documents[i].id} (cos {base.documents[i].score:.2f})" if i < len(base.documents) else ""
+            right = f"{result.documents[i].id} ({result.documents[i].source}, {result.documents[i].score:.2f})" if i < len(result.documents) else ""
+            table.add_row(left, right)
+        console.print(table)
+        for rec in result.trace:
+            removed = ", ".join(f"{d.id} ({d.reason})" for d in rec.dropped) or "nothing"
+            console.print(f"  {rec.phase:<10} kept {len(rec.kept):>2}  removed: {removed}")
+        saved = 100.0 * (1 - result.token_count / base.token_count) if base.token_count else 0.0
+        console.print(f"  tokens: {base.token_count} → {result.token_count} ({saved:.0f}% fewer); scorer: {result.phase('verify').info.get('scorer', 'off')}\n")
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """`meve memory add|list|reconstruct`: inspect and debug a chat memory."""
+    from meve.core.errors import StoreError
+    from meve.memory.memory import MomentaryMemory
+
+    console = _console()
+    if args.memory_cmd == "add":
+        mem = MomentaryMemory(args.session, path=args.db)
+    else:
+        try:  # reading never creates a directory or a session
+            mem = MomentaryMemory(args.session, path=args.db, create=False)
+        except StoreError as exc:
+            if not (args.allow_empty and ("no session" in str(exc) or "no Chroma directory" in str(exc))):
+                raise
+            console.print(f"0 turn(s) in session {args.session!r} (it does not exist; --allow-empty)")
+            return 0
+    if args.memory_cmd == "add":
+        turn = mem.add(args.text, args.role, turn_id=args.turn_id, timestamp=args.timestamp)
+        console.print(f"added {turn.id} (seq {turn.seq}, {turn.timestamp.isoformat()})")
+    elif args.memory_cmd == "list":
+        for t in mem.turns()[-args.last :] if args.last else mem.turns():
+            console.print(f"[{t.seq}] {t.timestamp.isoformat()} {t.role}: {t.text}")
+        console.print(f"{len(mem)} turn(s) in session {args.session!r}")
+    else:
+        ctx = mem.reconstruct(args.query, l_max=args.l_max, top_k=args.top_k, fusion=args.fusion)
+        if args.json:
+            sys.stdout.write(json.dumps(ctx.to_dict(), indent=2, default=str) + "\n")
+            return 0
+        from rich.table import Table
+
+        table = Table(title=f"reconstruct {args.query!r} — {ctx.token_count}/{ctx.l_max} tokens, fusion {ctx.fusion}")
+        for col in ("seq", "in", "bm25", "dense", "fused", "tokens", "why"):
+            table.add_column(col, overflow="fold")
+        for tr in ctx.trace[: args.show]:
+            dense = ", ".join(f"{v:.3f}" for v in tr.dense.values()) or "-"
+            table.add_row(
+                str(tr.seq),
+                "✓" if tr.included else "✗",
+                f"{tr.bm25:.3f}" if tr.bm25 is not None else "-",
+                dense,
+                f"{tr.fused:.3f}" if tr.fused is not None else "-",
+                str(tr.tokens),
+                tr.reason,
+            )
+        console.print(table)
+        for t in ctx.turns:
+            console.print(f"[{t.seq}] {t.role}: {t.text}")
+    return 0

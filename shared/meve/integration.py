@@ -1,0 +1,282 @@
+"""The one surface the framework adapters use (``langchain_meve``, ``llamaindex_meve``).
+
+Adapters import only :mod:`meve` and this module, and only convert types: everything a
+LangChain retriever, a LlamaIndex postprocessor or either framework's chat memory does is here,
+once, so both behave the same way.
+
+* :func:`run_on_texts`: MeVe's phases over another retriever's texts (all of them, or one alone).
+* :class:`ForeignStore` and :func:`meve_over`: a framework's vector store as meve's passage store.
+* :func:`passage_metadata`: the ``meve_*`` keys a returned document or node carries.
+* :func:`recall`, :func:`chat_context`, :func:`record_messages`: the chat-message policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from meve.core.config import MeVeConfig, check_names
+from meve.core.errors import ConfigError
+from meve.core.records import ContextResult, Passage, check_query
+from meve.core.tokens import get_token_counter
+from meve.memory.memory import MomentaryMemory
+from meve.pipeline.meve import MeVe
+from meve.pipeline.phases import unit_rows
+from meve.pipeline.runner import PHASES, PhaseCallback, run_phases
+from meve.retrieval.bm25 import DEFAULT_BM25
+from meve.retrieval.lexical import LexicalIndex, local_lexical
+from meve.scoring.embedders import CachedEmbedder, default_embedder
+from meve.scoring.resolve import Models, ScorerSpec
+
+__all__ = [
+    "CONFIG_FIELDS",
+    "META_KEYS",
+    "PHASES",
+    "ForeignStore",
+    "Message",
+    "Models",
+    "chat_context",
+    "config_from",
+    "config_named",
+    "default_embedder",
+    "meve_over",
+    "passage_metadata",
+    "recall",
+    "record_messages",
+    "run_on_texts",
+    "stable_id",
+]
+
+CONFIG_FIELDS: tuple[str, ...] = tuple(MeVeConfig.__dataclass_fields__)
+#: The metadata keys meve adds to what it returns (reserved: storing one is an InputError).
+META_KEYS = ("meve_score", "meve_source", "meve_tokens", "meve_spans", "meve_note")
+
+
+def config_from(options: dict[str, Any], base: MeVeConfig | None = None, *, owner: str, others: Collection[str] = ()) -> MeVeConfig:
+    """Pop every MeVeConfig field out of ``options`` (a component's keyword arguments) into a copy
+    of ``base``; a keyword that is neither a field nor one of ``others`` is refused, naming the
+    nearest valid one."""
+    check_names(owner, options, (*CONFIG_FIELDS, *others))
+    fields = {k: options.pop(k) for k in list(options) if k in CONFIG_FIELDS}
+    return (base if base is not None else MeVeConfig()).replace(**fields)
+
+
+def config_named(names: Mapping[str, str], values: Mapping[str, Any], **fixed: Any) -> MeVeConfig:
+    """A MeVeConfig from a component's own field names (``names``: its name -> the config field,
+    e.g. ``{"theta": "theta_redundancy"}``); a bad value is reported under the component's name."""
+    try:
+        return MeVeConfig(**{names.get(k, k): v for k, v in values.items()}, **fixed)
+    except ConfigError as exc:
+        own = {field: name for name, field in names.items()}.get(exc.field, exc.field)
+        raise ConfigError(own, exc.value, exc.allowed) from None
+
+
+def run_on_texts(
+    query: str,
+    texts: Sequence[str],
+    config: MeVeConfig,
+    models: Models,
+    *,
+    scores: Sequence[float | None] | None = None,
+    token_counter: Any = None,
+    phases: Collection[str] = PHASES,
+    on_phase: PhaseCallback | None = None,
+) -> ContextResult:
+    """MeVe's phases 2-5 (or those in ``phases``) over another retriever's ``texts``, in its order.
+
+    Passages get ids "0", "1", … (their index in ``texts``) and the retriever's ``scores`` (or
+    their cosine to the query). The fallback searches BM25 over these texts. Texts are embedded
+    only when a phase needs vectors (prioritisation, cosine pruning, an unverified fallback)."""
+    query = check_query(query)
+    cfg = config
+    unverified_fallback = not cfg.verify and cfg.fallback and "fallback" in phases
+    vectors = ("prioritise" in phases and cfg.prioritisation != "none") or ("prune" in phases and cfg.prune == "embedder") or unverified_fallback
+    given = list(scores) if scores is not None else [None] * len(texts)
+    qvec = None
+    if vectors and texts:
+        vecs = models.embedder.encode([query, *texts])
+        qvec = vecs[0]
+        passages = tuple(
+            Passage(id=str(i), text=t, embedding=vecs[i + 1], dense_score=s if s is not None else float(vecs[i + 1] @ qvec))
+            for i, (t, s) in enumerate(zip(texts, given, strict=True))
+        )
+    else:
+        passages = tuple(Passage(id=str(i), text=t, dense_score=s) for i, (t, s) in enumerate(zip(texts, given, strict=True)))
+    return run_phases(
+        query,
+        passages,
+        cfg,
+        scoring=lambda: models.scoring,
+        embedder=models.embedder,
+        token_counter=get_token_counter(token_counter),
+        query_vec=qvec,
+        lexical=local_lexical(passages),
+        on_phase=on_phase,
+        phases=phases,
+    )
+
+
+def passage_metadata(result: ContextResult, p: Passage, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``base`` plus what meve adds: score, source, tokens, the kept character spans of a pruned
+    passage, and a note for a passage kept without passing the verifier (query coverage: the
+    terms it adds; padding: why)."""
+    meta = {**(base or {}), "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
+    if p.spans is not None:
+        meta["meve_spans"] = [list(span) for span in p.spans]
+    if p.source == "covered":
+        terms = result.phase("verify").info.get("covered", {}).get(p.id, {}).get("terms", [])
+        meta["meve_note"] = f"kept for query coverage: adds {', '.join(terms)}"
+    elif p.source == "padded":
+        meta["meve_note"] = f"kept below tau to reach min_keep={result.config.get('min_keep')}"
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+class _FunctionEmbedder:
+    """An Embedder over a framework's embedding function (vectors L2-normalised here)."""
+
+    def __init__(self, name: str, fn: Callable[[list[str]], Any]) -> None:
+        self.name, self._fn = name, fn
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return unit_rows(self._fn(list(texts)), np.float32)
+
+
+#: (vector, k) -> the k nearest rows as (id, text, metadata), best first.
+VectorSearch = Callable[[np.ndarray, int], Sequence[tuple[str, str, Mapping[str, Any]]]]
+
+
+class ForeignStore:
+    """A :class:`~meve.retrieval.store.PassageStore` over a framework's vector store: the adapter
+    says how to search by vector and how to embed (passages and queries apart, for asymmetric
+    models); passage vectors for the redundancy checks are made once per text (cached)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        search: VectorSearch,
+        embed_texts: Callable[[list[str]], Any],
+        embed_query: Callable[[str], Any],
+        rows: Iterable[tuple[str, str, Mapping[str, Any]]] = (),
+        add: Callable[[Sequence[str], Sequence[str], Sequence[Mapping[str, Any] | None]], None] | None = None,
+    ) -> None:
+        self._search, self._embed_query, self._add = search, embed_query, add
+        self.embedder = CachedEmbedder(_FunctionEmbedder(name, embed_texts))
+        self.rows: dict[str, tuple[str, Mapping[str, Any]]] = {pid: (text, meta) for pid, text, meta in rows}
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query through the framework's query side (not cached: each query is new)."""
+        return unit_rows([self._embed_query(query)], np.float32)[0]
+
+    def _passages(self, ids: Sequence[str]) -> list[Passage]:
+        if not ids:
+            return []
+        vecs = self.embedder.encode([self.rows[i][0] for i in ids])
+        return [Passage(id=i, text=self.rows[i][0], metadata=dict(self.rows[i][1]), embedding=v) for i, v in zip(ids, vecs, strict=True)]
+
+    def query(self, vector: np.ndarray, k: int) -> list[Passage]:
+        """The framework's k nearest, each with its cosine to ``vector``."""
+        hits = list(self._search(vector, k))
+        for pid, text, meta in hits:
+            self.rows.setdefault(pid, (text, meta))  # added to the framework's store after this wrapper was made
+        out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in self._passages([pid for pid, _, _ in hits])]
+        return sorted(out, key=lambda p: -(p.dense_score or 0.0))
+
+    def get(self, ids: Sequence[str]) -> list[Passage]:
+        """The known passages among ``ids``, in that order."""
+        return self._passages([i for i in ids if i in self.rows])
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: Any) -> None:
+        """Add through the framework (its own embeddings), when the adapter allows it."""
+        if self._add is None:
+            raise TypeError("add passages through your framework's own index; this store only reads it")
+        self._add(ids, texts, metadatas)
+        self.rows.update({i: (t, dict(m or {})) for i, t, m in zip(ids, texts, metadatas, strict=True)})
+
+    def documents(self) -> tuple[list[str], list[str]]:
+        """Every known passage's id and text."""
+        return list(self.rows), [t for t, _ in self.rows.values()]
+
+    def count(self) -> int:
+        """How many passages are known."""
+        return len(self.rows)
+
+
+def meve_over(
+    store: ForeignStore, *, config: MeVeConfig | None = None, scorer: ScorerSpec = None, token_counter: Any = None, bm25_backend: str = DEFAULT_BM25
+) -> MeVe:
+    """A MeVe whose phase 1 is the framework's vector store: the store's embeddings for the query
+    and the redundancy checks, BM25 over the store's known passages for the fallback, and the
+    scorer resolved for a foreign store (the default runs meve's MiniLM, with no shared pass)."""
+    ids, texts = store.documents()
+    models = Models(store.embedder, scorer, store=True)
+    return MeVe(
+        store=store,
+        lexical=LexicalIndex(ids, texts, bm25_backend),
+        config=config,
+        embedder=store.embedder,
+        scorer=models.scoring,
+        token_counter=token_counter,
+        query_encoder=store.embed_query,
+    )
+
+
+# -- chat memory ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Message:
+    """A chat message as the policy sees it: role (user, assistant, system, tool), text, id."""
+
+    role: str
+    text: str
+    id: str | None = None
+
+
+def stable_id(role: str, position: int, text: str) -> str:
+    """The id of a message that has none: a content hash of role, position in the thread and text,
+    the same in every process and after every restart (``hash()`` is salted per process)."""
+    digest = hashlib.sha256(f"{role}\x00{position}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"msg-{digest[:24]}"
+
+
+def _turn_id(m: Message, position: int) -> str:
+    return m.id or stable_id(m.role, position, m.text)
+
+
+def record_messages(messages: Sequence[Message], memory: MomentaryMemory) -> None:
+    """Store user and assistant turns that have text (message ids, or stable content ids, make this idempotent)."""
+    items = [{"text": m.text, "role": m.role, "turn_id": _turn_id(m, i)} for i, m in enumerate(messages) if m.role in ("user", "assistant") and m.text.strip()]
+    if items:
+        memory.add_many(items)
+
+
+def recall(memory: MomentaryMemory, query: str, *, exclude: Collection[str] = (), l_max: int | None = None, top_k: int | None = None) -> list[Message]:
+    """The user and assistant turns memory rebuilds for ``query`` within ``l_max`` tokens, oldest
+    first, minus the turns in ``exclude`` (the current exchange, which the caller sends verbatim).
+    System turns are never recalled: the policy passes them through first, outside ``l_max``.
+    Each recalled message's id is ``"meve-<turn id>"``; no flag rides along into the prompt."""
+    ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k, skip_roles=("system",))
+    return [Message(t.role, ctx.content_of(t), f"meve-{t.id}") for t in ctx.turns if t.id not in exclude]
+
+
+def chat_context(
+    messages: Sequence[Message], memory: MomentaryMemory, *, l_max: int | None = None, top_k: int | None = None, record: bool = True
+) -> list[Message]:
+    """The messages a model should see: system messages first (outside ``l_max``), then the turns
+    memory recalls for the latest user message, then the current exchange (that message and
+    everything after it: tool calls and their results stay together, in order)."""
+    if record:
+        record_messages(messages, memory)
+    system = [m for m in messages if m.role == "system"]
+    start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
+    if start is None:
+        return list(messages)
+    current = [m for m in messages[start:] if m.role != "system"]
+    if not messages[start].text.strip():
+        return [*system, *current]  # a user message with no text (e.g. only an image): nothing to rebuild for
+    exclude = {_turn_id(m, i) for i, m in enumerate(messages) if i >= start}
+    history = recall(memory, messages[start].text, exclude=exclude, l_max=l_max, top_k=top_k)
+    return [*system, *history, *current]

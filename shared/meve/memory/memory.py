@@ -1,0 +1,396 @@
+"""Momentary Contexts (Jeong, 2024): verbatim chat memory in Chroma, rebuilt per query.
+
+Every turn is stored verbatim in Chroma (:mod:`meve.memory.session`: one collection per session
+and embedder, so isolation holds by construction; a ``where`` filter on a shared collection cost
+~38 ms against ~2 ms). For each query the context is rebuilt (:mod:`meve.memory.select`): the
+most recent turn(s), then past turns by hybrid BM25 + vector score, cut to ``l_max`` tokens by
+priority, sorted by time. Chroma is the single source of truth: BM25 statistics and the turn list
+(:mod:`meve.memory.log`) are rebuilt from it on open and updated per turn. Several processes may
+write one session: turns are ordered by (timestamp, a key unique across processes), and each
+read first learns what other writers added, through a per-session "heads" collection (one row
+per writing handle, bumped after each acknowledged batch; deletions bump an epoch), so the
+common check reads a handful of rows instead of counting every turn (~6 ms at 100k). Threads are
+safe, and no lock is held across a model or network call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from meve.core.config import MemoryConfig, validate_weights
+from meve.core.errors import InputError, StoreError
+from meve.core.records import check_query
+from meve.core.tokens import TokenCounter, get_token_counter
+from meve.memory.log import Snapshot, TurnLog
+from meve.memory.records import ROLES, MemoryContext, Turn
+from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces
+from meve.memory.session import EPOCH, SessionStore, legacy_key, new_order_key, time_order, validate_session_id
+from meve.memory.turns import TurnRules, resolve_items
+from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
+from meve.scoring.embedders import default_embedder, embedder_dimension
+from meve.scoring.protocols import Embedder
+
+__all__ = ["MomentaryMemory"]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class MomentaryMemory:
+    """Chat memory that stores every turn verbatim and rebuilds a minimal context per query.
+
+    Complexity (N turns in the session, E embedders, P candidate pool): ``add`` is
+    O(E · embed(turn) + E · Chroma insert + tokens(turn)): the BM25 statistics are updated in
+    place, never rebuilt. ``reconstruct`` is O(E · ANN search + postings of the query terms +
+    P log P); nothing scans all N turns' text.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        path: str | None = None,
+        client: Any = None,
+        config: MemoryConfig | None = None,
+        embedders: Sequence[Embedder] | None = None,
+        token_counter: Any = None,
+        clock: Callable[[], datetime] | None = None,
+        collection_prefix: str = "meve-mem",
+        candidate_pool: int = 256,
+        create: bool = True,
+    ) -> None:
+        """``create=False`` opens an existing session only (read-only callers): an unknown
+        session raises :class:`StoreError` naming the sessions that exist, and nothing is created."""
+        self.session_id = validate_session_id(session_id)
+        if path is not None and client is not None:
+            raise InputError("give either path= or client=, not both")
+        self.config = config if config is not None else MemoryConfig()
+        if not isinstance(self.config, MemoryConfig):
+            raise InputError(f"config must be a MemoryConfig, got {type(self.config).__name__}")
+        self.embedders: tuple[Embedder, ...] = tuple(embedders) if embedders else (default_embedder(),)
+        names = [e.name for e in self.embedders]
+        if len(set(names)) != len(names):
+            raise InputError(f"embedders must have distinct names, got {names}")
+        validate_weights(self.config.weights, tuple(names))
+        # A path is meve's to open and to release on close(); a client given is the caller's.
+        self._owned_path = path
+        self._closed = False
+        self.client = client if client is not None else (acquire_client(path, create=create) if path is not None else chroma_client())
+        warn_if_untimed(self.client)
+        self.token_counter: TokenCounter = get_token_counter(token_counter)
+        self.clock = clock if clock is not None else _utcnow
+        self.candidate_pool = candidate_pool
+        self._lock = threading.RLock()  # in-memory state only: never held across model or network calls
+        self._write_lock = threading.Lock()  # one batch at a time from this handle
+        try:
+            self._store = SessionStore(self.client, self.session_id, self.embedders, prefix=collection_prefix, create=create, path=path)
+        except BaseException:
+            self.close()  # a refused open releases the client it acquired
+            raise
+        self._writer = f"w-{uuid.uuid4().hex}"  # this handle's heads row
+        self._written = 0  # turns this handle has written: its heads row's value, strictly increasing
+        self._dims: list[int] | None = None  # measured at the first write, so reading a memory loads no model
+        self._log = TurnLog(self.token_counter, stemming=self.config.stemming)
+        self._seen: dict[str, Any] | None = None  # the heads rows as of the last reconciliation with storage
+        self._load()
+
+    # -- state ------------------------------------------------------------------------
+    def _load(self) -> None:
+        """Rebuild turns and BM25 from Chroma; repair secondary collections after a crash."""
+        head = self._store.head()  # read before the turns: whatever lands after it is learned at the next read
+        loaded = sorted(self._store.turns(), key=time_order)
+        log = TurnLog(self.token_counter, stemming=self.config.stemming)
+        log.append(loaded)
+        with self._lock:
+            self._log, self._seen = log, head
+        known = {t.id for t, _ in loaded}
+        for emb, col in zip(self.embedders[1:], self._store.collections[1:], strict=True):
+            have = set(self._store.rows(col)["ids"])
+            self._store.delete(col, list(have - known))  # written before the primary during a crash: never acknowledged
+            missing = [t for t, _ in loaded if t.id not in have]
+            if missing:
+                self._store.write(col, missing, [self._order_key(t) for t in missing], emb.encode([t.text for t in missing]))
+
+    def _order_key(self, turn: Turn) -> str:
+        with self._lock:
+            return self._log.order_key(turn.id) or legacy_key(turn)
+
+    def _catch_up(self) -> int:
+        """Learn the turns other processes wrote to this session since this handle last looked.
+
+        When the heads rows equal those last reconciled, nothing is new (one small read). Otherwise
+        one ``count()``; then the turns from the last known timestamp (less the accepted clock skew)
+        onwards, and a full id scan only when that window cannot account for the difference. A
+        changed epoch (another handle deleted turns) reloads. Returns how many turns were learned.
+        """
+        self._check_open()
+        head = self._store.head()
+        with self._lock:
+            seen = self._seen
+        if head is not None and head == seen:
+            return 0
+        if head is not None and seen is not None and head.get(EPOCH) != seen.get(EPOCH):
+            self._load()
+            return 0
+        stored = self._store.count()
+        with self._lock:
+            known, latest = len(self._log), self._log.latest
+        if stored < known:  # another process deleted turns: rebuild from storage
+            self._load()
+            return 0
+        new = self._unknown_rows(stored, known, latest) if stored > known else []
+        with self._lock:
+            fresh = [tk for tk in sorted(new, key=time_order) if tk[0].id not in self._log.index]
+            self._log.append(fresh)
+            if head is not None:
+                self._seen = head
+        return len(fresh)
+
+    def _unknown_rows(self, stored: int, known: int, latest: datetime | None) -> list[tuple[Turn, str]]:
+        where = {"ts": {"$gte": latest.timestamp() - self.config.max_clock_skew_s}} if latest is not None else None
+        with self._lock:
+            index = self._log.index
+        new = [tk for tk in self._store.turns(where=where) if tk[0].id not in index]
+        if known + len(new) < stored:  # a writer's clock is further behind than the window: scan ids
+            seen_ids = {t.id for t, _ in new}
+            every = self._store.rows(self._store.collections[0])["ids"]
+            new += self._store.turns(ids=[pid for pid in every if pid not in index and pid not in seen_ids])
+        return new
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def warm_up(self) -> MomentaryMemory:
+        """Load the embedders' models now, so the first turn or query pays no load time."""
+        for emb in self.embedders:
+            emb.encode(["warm up"])
+        return self
+
+    def close(self) -> None:
+        """Release what this handle opened: the embedded Chroma instance of ``path=`` (its files,
+        caches and threads) once no other meve handle in the process uses that directory. Stored
+        turns stay on disk. Idempotent; any later call on this handle raises StoreError."""
+        with self._write_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owned_path is not None:
+                release_client(self._owned_path)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> MomentaryMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"session {self.session_id!r} on {self._store.where}: this MomentaryMemory was closed; open a new one")
+
+    # -- writing ------------------------------------------------------------------------
+    def add(self, text: str, role: str = "user", *, turn_id: str | None = None, timestamp: Any = None, metadata: Mapping[str, Any] | None = None) -> Turn:
+        """Store one turn verbatim. Re-adding the same ``turn_id`` with the same role and text returns the stored turn (idempotent)."""
+        return self.add_many([{"text": text, "role": role, "turn_id": turn_id, "timestamp": timestamp, "metadata": metadata}])[0]
+
+    def add_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Turn]:
+        """Store several turns in one batch (one embedding pass per embedder), all or nothing.
+
+        Each item is a text (role "user") or a dict with ``text`` and optional
+        ``role``, ``turn_id``, ``timestamp``, ``metadata``. If Chroma rejects any part of the
+        batch, what was already written is deleted again and a StoreError is raised, so storage
+        and this handle stay equal. No lock is held that ``reconstruct`` waits on while the batch
+        is embedded or written.
+        """
+        items = list(items)
+        with self._write_lock:
+            self._catch_up()
+            with self._lock:
+                last, seq = self._log.latest, len(self._log)
+            result, fresh = resolve_items(items, self._stored, self._rules(), last, seq)
+            if fresh:
+                self._store_batch(fresh)
+            return result
+
+    def _store_batch(self, fresh: list[Turn]) -> None:
+        okeys = [new_order_key(t.timestamp) for t in fresh]
+        texts = [t.text for t in fresh]
+        vecs = [np.asarray(e.encode(texts), dtype=np.float32) for e in self.embedders]
+        if self._dims is None:
+            self._dims = [embedder_dimension(e) for e in self.embedders]
+        for v, dim, e in zip(vecs, self._dims, self.embedders, strict=True):
+            if v.shape[1] != dim:
+                raise StoreError(f"embedder {e.name!r} returned dimension {v.shape[1]}, expected {dim}")
+        # Primary first: a crash between collections is repaired on open (secondaries follow the primary).
+        written: list[Any] = []
+        # Advanced before the attempt: a heads value is never reused, even when a bump fails after
+        # the server applied it, so a reader can never mistake a later batch for one it has seen.
+        self._written += len(fresh)
+        try:
+            for col, v in zip(self._store.collections, vecs, strict=True):
+                written.append(col)
+                self._store.write(col, fresh, okeys, v)
+            self._store.bump(self._writer, self._written)  # the batch is acknowledged to other readers from here
+        except StoreError as exc:
+            self._store.roll_back(written, [t.id for t in fresh])
+            raise StoreError(f"{exc}; none of the {len(fresh)} turn(s) of this batch is stored (the part already written was deleted)") from exc
+        with self._lock:
+            # A read on another thread may have learned these turns from storage already.
+            self._log.append([(t, k) for t, k in zip(fresh, okeys, strict=True) if t.id not in self._log.index])
+            if self._seen is not None:
+                self._seen = {**self._seen, self._writer: self._written}
+
+    def _rules(self) -> TurnRules:
+        return TurnRules(self.session_id, self.config.max_turn_chars, self.config.max_clock_skew_s, self.clock)
+
+    def _stored(self, turn_id: str) -> Turn | None:
+        with self._lock:
+            return self._log.get(turn_id)
+
+    def delete(self, turn_id: str) -> Turn:
+        """Delete one stored turn from every collection; returns it. An unknown id raises InputError."""
+        with self._write_lock:
+            self._catch_up()
+            turn = self._stored(turn_id)
+            if turn is None:
+                raise InputError(f"turn_id={turn_id!r} is not stored in session {self.session_id!r}")
+            for col in self._store.collections:
+                self._store.call("delete a turn", col.delete, ids=[turn_id])
+            self._store.bump(EPOCH, uuid.uuid4().hex)
+            self._load()  # BM25 statistics and positions are rebuilt; deletions are rare
+            return turn
+
+    def clear(self) -> None:
+        """Delete every turn of this session (other sessions are untouched)."""
+        self._check_open()
+        with self._write_lock:
+            for col in self._store.collections:
+                self._store.delete(col, self._store.rows(col)["ids"])
+            self._store.bump(EPOCH, uuid.uuid4().hex)
+            self._load()
+
+    async def aadd(self, text: str, role: str = "user", **kwargs: Any) -> Turn:
+        """:meth:`add` in a worker thread."""
+        return await asyncio.to_thread(self.add, text, role, **kwargs)
+
+    async def aadd_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Turn]:
+        """:meth:`add_many` in a worker thread."""
+        return await asyncio.to_thread(self.add_many, list(items))
+
+    # -- reading ------------------------------------------------------------------------
+    def turns(self) -> list[Turn]:
+        """Every stored turn (this process's and other writers'), oldest first."""
+        self._catch_up()
+        with self._lock:
+            return self._log.in_time_order()
+
+    def __len__(self) -> int:
+        self._catch_up()
+        return len(self._log)
+
+    def reconstruct(
+        self,
+        query: str,
+        *,
+        l_max: int | None = None,
+        top_k: int | None = None,
+        fusion: str | None = None,
+        weights: Mapping[str, float] | None = None,
+        recent_turns: int | None = None,
+        keep_roles: Sequence[str] = (),
+        skip_roles: Sequence[str] = (),
+        dates: bool | None = None,
+    ) -> MemoryContext:
+        """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig).
+
+        ``l_max`` bounds the tokens of ``context.text``, the rendered ``role: text`` lines and
+        their separators. Turns whose role is in ``keep_roles`` (e.g. ``("system",)``) are kept
+        after the most recent turns, oldest first, and count against ``l_max`` like the others;
+        turns whose role is in ``skip_roles`` are never chosen (the chat policy passes system
+        turns through outside ``l_max``).
+        """
+        for name, roles in (("keep_roles", keep_roles), ("skip_roles", skip_roles)):
+            if isinstance(roles, str) or any(r not in ROLES for r in roles):
+                raise InputError(f"{name}={roles!r} is not allowed: expected a sequence of roles among {', '.join(ROLES)}")
+        t0 = time.perf_counter()
+        query = check_query(query)
+        cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates)
+        per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
+        self._catch_up()
+        with self._lock:
+            snap, bm25_all = self._log.snapshot(), self._log.bm25
+            n_recent = min(cfg.recent_turns, snap.n)
+            recent = [i for i in snap.chrono[snap.n - n_recent :] if snap.turns[i].role not in skip_roles]
+            pinned = [i for i in snap.chrono[: snap.n - n_recent] if snap.turns[i].role in keep_roles] if keep_roles else []
+            cap = cfg.top_k if cfg.top_k is not None else snap.n
+            pool = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
+            scores = bm25_all.get_scores(query)[: snap.n] if snap.n > n_recent and cap > 0 else np.zeros(0)
+        first = set(recent) | set(pinned)
+        bm25, dense = self._signals(query, snap, scores, first, pool, n_recent) if snap.n > n_recent and cap > 0 else ({}, {e.name: {} for e in self.embedders})
+        fused = fuse({"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k)
+        ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
+        sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=self._partner(snap, skip_roles))
+        return MemoryContext(
+            query=query,
+            turns=sel.turns,
+            token_count=sel.tokens,
+            l_max=cfg.l_max,
+            fusion=cfg.fusion,
+            dates=cfg.dates,
+            ms=(time.perf_counter() - t0) * 1000.0,
+            build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
+        )
+
+    def _signals(
+        self, query: str, snap: Snapshot, scores: np.ndarray, exclude: set[int], pool: int, n_recent: int
+    ) -> tuple[dict[int, float], dict[str, dict[int, float]]]:
+        """BM25 and each embedder's cosine for the past turns in the candidate pool (positions)."""
+        bm25: dict[int, float] = {}
+        if scores.size:
+            scores[list(exclude)] = 0.0
+            k = min(pool, scores.size)
+            top = np.argpartition(-scores, k - 1)[:k]
+            bm25 = {int(i): float(scores[i]) for i in top if scores[i] > 0}
+        with self._lock:
+            index = self._log.index
+        dense: dict[str, dict[int, float]] = {e.name: {} for e in self.embedders}
+        for emb, col in zip(self.embedders, self._store.collections, strict=True):
+            qv = np.asarray(emb.encode([query])[0], dtype=np.float32)
+            res = self._store.call("search turns", col.query, query_embeddings=[qv], n_results=min(pool + n_recent, snap.n), include=["distances"])
+            for pid, dist in zip(res["ids"][0], res["distances"][0], strict=True):
+                i = index.get(pid)
+                if i is not None and i < snap.n and i not in exclude:
+                    dense[emb.name][i] = 1.0 - float(dist)
+        return bm25, dense
+
+    def _partner(self, snap: Snapshot, skip: Sequence[str]) -> Callable[[int], int | None]:
+        """The adjacent turn by the other role: the reply after it, else the turn it answered.
+        Reads the live chronological list under the lock (other writers' turns may land anywhere)."""
+        chrono, keys = snap.chrono, snap.keys  # this snapshot's lists: a reload swaps in new ones
+
+        def partner(i: int) -> int | None:
+            with self._lock:
+                at = bisect.bisect_left(chrono, keys[i], key=keys.__getitem__)
+                for k in (at + 1, at - 1):
+                    role = snap.turns[chrono[k]].role if 0 <= k < len(chrono) else None
+                    if role is not None and role != snap.turns[i].role and role not in skip:
+                        return chrono[k]
+            return None
+
+        return partner
+
+    async def areconstruct(self, query: str, **kwargs: Any) -> MemoryContext:
+        """:meth:`reconstruct` in a worker thread."""
+        return await asyncio.to_thread(self.reconstruct, query, **kwargs)

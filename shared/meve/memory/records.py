@@ -1,0 +1,95 @@
+"""The records chat memory hands out: stored turns, the rebuilt context, and why each turn is in or out."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from meve.core.records import as_dict
+from meve.memory.render import content, render
+
+__all__ = ["ROLES", "MemoryContext", "Turn", "TurnTrace"]
+
+ROLES = ("user", "assistant", "system", "tool")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One stored chat turn, verbatim."""
+
+    id: str
+    role: str
+    text: str
+    timestamp: datetime
+    seq: int
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"id": self.id, "role": self.role, "text": self.text, "timestamp": self.timestamp.isoformat(), "seq": self.seq, "metadata": dict(self.metadata)}
+
+
+@dataclass(frozen=True)
+class TurnTrace:
+    """Why a turn is, or is not, in the rebuilt context."""
+
+    id: str
+    seq: int
+    bm25: float | None
+    dense: Mapping[str, float]
+    fused: float | None
+    included: bool
+    reason: str
+    tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "bm25": self.bm25,
+            "dense": dict(self.dense),
+            "fused": self.fused,
+            "included": self.included,
+            "reason": self.reason,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True, eq=False)  # it holds a closure (the trace builder): two rebuilds are compared by identity
+class MemoryContext:
+    """The rebuilt context: turns in chronological order, within ``l_max`` tokens."""
+
+    query: str
+    turns: tuple[Turn, ...]
+    token_count: int
+    l_max: int
+    fusion: str
+    ms: float = 0.0
+    dates: bool = False
+    build_trace: Callable[[], tuple[TurnTrace, ...]] = field(default=tuple, repr=False, compare=False)
+
+    @functools.cached_property
+    def trace(self) -> tuple[TurnTrace, ...]:
+        """Every candidate turn with its scores and the reason it is in or out, the kept ones first.
+
+        Built on first access: a reply that never reads it does not pay for a record per candidate
+        (~3 ms for the 400 candidates of a 100k-turn session)."""
+        return self.build_trace()
+
+    @property
+    def text(self) -> str:
+        """What the budget counts: one ``role: text`` line per turn, ``[YYYY-MM-DD] role: text`` with
+        ``dates`` (``token_count`` is this text's tokens)."""
+        return render(self.turns, dates=self.dates)
+
+    def content_of(self, turn: Turn) -> str:
+        """A chosen turn's text as a chat message should carry it (dated when ``dates``)."""
+        return content(turn, dates=self.dates)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the trace built)."""
+        return as_dict(self, skip=("build_trace", "ms"), ms=round(self.ms, 3), trace=self.trace)

@@ -1,0 +1,189 @@
+"""Momentary Contexts' selection as pure functions: fuse the signals, then fill ``l_max`` by
+priority (the most recent turns, kept roles, then relevance with partner turns) and sort by time.
+
+``MomentaryMemory.reconstruct`` calls these on live signals; the benchmarks call the same
+functions on precomputed signals, so what they tune is what ships.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from meve.core.budget import Ledger, shrink_to_fit
+from meve.core.config import MemoryConfig, validate_weights
+from meve.core.errors import ConfigError
+from meve.core.tokens import TokenCounter
+from meve.memory.log import Snapshot
+from meve.memory.records import Turn, TurnTrace
+from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
+from meve.retrieval.fusion import rrf, weighted_sum
+
+__all__ = ["Selection", "fuse", "rank", "select_turns", "signal_weights", "turn_traces"]
+
+
+def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> dict[str, float]:
+    """Per-signal weights ("bm25", "dense:<embedder>") from the user's: "dense" is shared evenly
+    among the embedders unless one is weighted by its own name."""
+    raw = validate_weights(weights, embedders)
+    per: dict[str, float] = {"bm25": raw.get("bm25", 0.0)}
+    shared = raw.get("dense", 0.0) / len(embedders)
+    for n in embedders:
+        per[f"dense:{n}"] = raw.get(n, shared)
+    if not sum(per.values()) > 0:
+        raise ConfigError("weights", dict(weights), "at least one positive weight")
+    return per
+
+
+def fuse(signals: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], fusion: str, rrf_k: int) -> dict[int, float]:
+    """Positions -> fused score: the min-max weighted sum (eq. 12-13) or weighted RRF (eq. 14)."""
+    if fusion == "weighted":
+        return weighted_sum(signals, weights)
+    rankings = {name: sorted(s, key=lambda i, s=s: (-s[i], i)) for name, s in signals.items()}  # type: ignore[misc]
+    return rrf(rankings, weights, k=rrf_k)
+
+
+def rank(fused: Mapping[int, float], keys: Sequence[tuple[float, str]]) -> list[int]:
+    """Positions by fused score, best first; ties go to the newer turn."""
+    ranked = sorted(fused, key=lambda i: keys[i], reverse=True)
+    ranked.sort(key=lambda i: -fused[i])
+    return ranked
+
+
+@dataclass
+class Selection:
+    """What the fill chose: ``picked`` in priority order, and why each candidate is in or out
+    (included, reason, tokens used)."""
+
+    picked: dict[int, Turn] = field(default_factory=dict)
+    reasons: dict[int, tuple[bool, str, int]] = field(default_factory=dict)
+    turns: tuple[Turn, ...] = ()
+    tokens: int = 0
+
+
+class _Fill:
+    """The greedy fill: a ledger over rendered lines (a dated line costs its date, counted once per day)."""
+
+    def __init__(self, snap: Snapshot, cfg: MemoryConfig, counter: TokenCounter) -> None:
+        self.snap, self.cfg, self.counter = snap, cfg, counter
+        self.sep = counter.count(SEPARATOR)
+        self.ledger = Ledger(cfg.l_max, self.sep)
+        self.sel = Selection()
+        self._dated: dict[int, int] = {}
+
+    def line(self, i: int) -> int:
+        extra = 0
+        if self.cfg.dates:
+            day = int(self.snap.keys[i][0] // 86_400)
+            extra = self._dated.get(day, -1)
+            if extra < 0:
+                extra = self._dated[day] = self.counter.count(date_prefix(self.snap.turns[i]))
+        return self.snap.tokens[i] + extra
+
+    def take(self, i: int, turn: Turn, tokens: int, reason: str) -> bool:
+        taken = self.ledger.take(tokens)
+        if taken is None:
+            return False
+        self.sel.picked[i] = turn
+        self.sel.reasons[i] = (True, reason, taken)
+        return True
+
+    def refuse(self, i: int, reason: str) -> None:
+        self.sel.reasons[i] = (False, reason, 0)
+
+
+def _recent(fill: _Fill, recent: Sequence[int]) -> None:
+    """The most recent turns, newest first; one that does not fit whole is truncated to fit."""
+    snap, cfg = fill.snap, fill.cfg
+    for i in reversed(recent):
+        turn, own = snap.turns[i], fill.line(i)
+        need = fill.ledger.cost(own)
+        if fill.take(i, turn, own, "most recent turn (always kept)"):
+            continue
+        head = fill.counter.count(render_turn(replace(turn, text=""), dates=cfg.dates))
+        cut = truncate_turn(fill.counter, turn.text, snap.tokens[i], fill.ledger.left - fill.ledger.cost(head))
+        if cut is None:
+            fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left and too little for a truncated copy")
+            continue
+        text, used = cut
+        short = Turn(turn.id, turn.role, text, turn.timestamp, turn.seq, {**turn.metadata, "meve_truncated": True})
+        cost = fill.ledger.cost(used + head)
+        if not fill.take(i, short, used + head, f"most recent turn, truncated to {cost} of {need} tokens to fit l_max {cfg.l_max}"):
+            raise RuntimeError(f"truncated recent turn of {used + head} tokens does not fit {fill.ledger.left} left")  # truncate_turn guarantees the fit
+
+
+def _pinned(fill: _Fill, pinned: Sequence[int]) -> None:
+    for i in pinned:
+        role = fill.snap.turns[i].role
+        if not fill.take(i, fill.snap.turns[i], fill.line(i), f"role {role!r} is in keep_roles"):
+            need = fill.ledger.cost(fill.line(i))
+            fill.refuse(i, f"role {role!r} is in keep_roles, but it needs {need} tokens and {fill.ledger.left} are left of l_max {fill.cfg.l_max}")
+
+
+def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int | None]) -> None:
+    """Turns by relevance rank, each followed by its partner turn (the reply, or the question) when it fits."""
+    snap, cfg = fill.snap, fill.cfg
+    for rank_, i in enumerate(chosen, start=1):
+        if i in fill.sel.picked:
+            pass  # already in as a partner turn; its own partner may still come in below
+        elif not fill.take(i, snap.turns[i], fill.line(i), f"relevance rank {rank_}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")):
+            fill.refuse(i, f"relevance rank {rank_}: needs {fill.ledger.cost(fill.line(i))} tokens, {fill.ledger.left} left of l_max {cfg.l_max}")
+        # The partner is tried even when the turn itself did not fit: a short reply often holds the answer.
+        j = partner(i) if cfg.partner_turns and fill.ledger.left >= snap.smallest + fill.sep else None
+        if j is not None and j not in fill.sel.picked and j < snap.n:
+            fill.take(j, snap.turns[j], fill.line(j), f"partner turn of relevance rank {rank_}")
+
+
+def select_turns(
+    snap: Snapshot,
+    cfg: MemoryConfig,
+    counter: TokenCounter,
+    *,
+    recent: Sequence[int],
+    pinned: Sequence[int],
+    ranked: Sequence[int],
+    partner: Callable[[int], int | None],
+) -> Selection:
+    """Fill ``cfg.l_max`` by priority (``recent`` newest first, ``pinned``, then ``ranked`` cut to
+    ``cfg.top_k``), then drop from the end until the rendered, chronological text fits (never a
+    recent turn). Each turn costs its rendered line plus a separator once another line is in."""
+    fill = _Fill(snap, cfg, counter)
+    _recent(fill, recent)
+    _pinned(fill, pinned)
+    cap = cfg.top_k if cfg.top_k is not None else len(ranked)
+    _relevant(fill, ranked[:cap], partner)
+    sel = fill.sel
+    for rank_, i in enumerate(ranked[cap:], start=cap + 1):
+        if i not in sel.picked:  # a partner turn may rank here and still be in
+            fill.refuse(i, f"relevance rank {rank_} is outside top_k {cfg.top_k}")
+
+    def rendered(idx: list[int]) -> str:
+        return render(tuple(sel.picked[i] for i in sorted(idx, key=lambda i: snap.keys[i])), dates=cfg.dates)
+
+    kept, over, _, sel.tokens = shrink_to_fit(list(sel.picked), rendered, counter, cfg.l_max, keep=frozenset(recent))
+    for i, n in over:
+        del sel.picked[i]
+        fill.refuse(i, f"rendered context was {n} tokens > l_max {cfg.l_max}")
+    sel.turns = tuple(sel.picked[i] for i in sorted(kept, key=lambda i: snap.keys[i]))
+    return sel
+
+
+def turn_traces(
+    snap: Snapshot, sel: Selection, first: Collection[int], fused: Mapping[int, float], bm25: Mapping[int, float], dense: Mapping[str, Mapping[int, float]]
+) -> tuple[TurnTrace, ...]:
+    """Every candidate's trace row, the kept ones first (``first``: the recent and pinned turns,
+    then by fused score, then time)."""
+    order = sorted(sel.reasons, key=lambda i: (i not in sel.picked, -(fused.get(i) or 0.0) if i not in first else -1e9, snap.keys[i]))
+    return tuple(
+        TurnTrace(
+            id=snap.turns[i].id,
+            seq=snap.turns[i].seq,
+            bm25=bm25.get(i),
+            dense={k: v[i] for k, v in dense.items() if i in v},
+            fused=fused.get(i),
+            included=sel.reasons[i][0],
+            reason=sel.reasons[i][1],
+            tokens=sel.reasons[i][2],
+        )
+        for i in order
+    )

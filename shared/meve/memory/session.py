@@ -1,0 +1,220 @@
+"""A session's storage in Chroma: one collection per embedder, a small "heads" collection that
+tells readers when other writers added turns, and every read and write done in pages.
+
+Chroma is the single source of truth; :class:`SessionStore` only reads and writes it. What a
+handle knows in memory lives in :class:`meve.memory.log.TurnLog`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from meve.core.errors import InputError, StoreError
+from meve.core.logs import log
+from meve.memory.records import Turn
+from meve.retrieval.chroma import chroma_call
+from meve.scoring.protocols import Embedder
+
+__all__ = ["EPOCH", "PAGE", "SessionStore", "list_sessions", "new_order_key", "parse_timestamp", "time_order", "validate_session_id"]
+
+PAGE = 1000  # rows per Chroma read or write: SQLite refuses statements with 32,767+ variables
+EPOCH = "epoch"  # the heads row that deletions bump; every other heads row belongs to one writing handle
+_PROCESS = uuid.uuid4().hex[:12]
+_counter = itertools.count()
+
+
+def validate_session_id(session_id: Any) -> str:
+    """A usable session id: a non-empty str of at most 256 printable characters."""
+    if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 256 or any(ord(ch) < 32 for ch in session_id):
+        raise InputError(f"session_id={session_id!r} is not allowed: expected a non-empty str of at most 256 printable characters")
+    return session_id
+
+
+def describe(client: Any) -> str:
+    """Where a Chroma client stores data, for error messages: the server address, or the directory."""
+    try:
+        settings = client.get_settings()
+    except Exception:
+        return "the given Chroma client"
+    if getattr(settings, "chroma_server_host", None):
+        return f"the Chroma server at {settings.chroma_server_host}:{settings.chroma_server_http_port}"
+    if getattr(settings, "is_persistent", False):
+        return repr(settings.persist_directory)
+    return "an in-memory Chroma"
+
+
+def list_sessions(client: Any) -> list[str]:
+    """Session ids that have a memory in this Chroma client (read from collection metadata; no model loads)."""
+    found = set()
+    for col in client.list_collections():
+        sid = (getattr(col, "metadata", None) or {}).get("meve:session_id")
+        if sid is not None:
+            found.add(str(sid))
+    return sorted(found)
+
+
+def _slug(text: str, n: int = 24) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-")[:n] or "x"
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """A timezone-aware datetime from a datetime or an ISO-8601 string."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InputError(f"timestamp={value!r} is not ISO-8601 (e.g. '2024-05-01T12:00:00+00:00')") from exc
+    if not isinstance(value, datetime):
+        raise InputError(f"timestamp={value!r} must be a timezone-aware datetime or an ISO-8601 string")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InputError(f"timestamp={value.isoformat()!r} has no timezone; give an aware datetime (e.g. tzinfo=timezone.utc)")
+    return value
+
+
+def new_order_key(ts: datetime) -> str:
+    """A time-ordered key unique across processes: nanoseconds, this process's id, a per-process
+    counter. Equal timestamps keep their arrival order within a process; across processes they
+    are ordered by process id, the same way for every reader."""
+    ns = int(ts.timestamp() * 1_000_000_000)
+    return f"{ns:020d}-{_PROCESS}-{next(_counter):012d}"
+
+
+def legacy_key(turn: Turn) -> str:
+    """The order key of a turn stored before order keys existed: its per-process seq was the order."""
+    return f"{int(turn.timestamp.timestamp() * 1_000_000_000):020d}-legacy-{turn.seq:012d}"
+
+
+def time_order(row: tuple[Turn, str]) -> tuple[float, str]:
+    """Sort key of a (turn, order key) row: the same key a TurnLog holds."""
+    return row[0].timestamp.timestamp(), row[1]
+
+
+class SessionStore:
+    """The Chroma collections of one session: its turns (one collection per embedder, each
+    recording its ``session_id``, so a mismatched collection is refused on open) and its heads."""
+
+    def __init__(self, client: Any, session_id: str, embedders: Sequence[Embedder], *, prefix: str, create: bool, path: str | None) -> None:
+        self.client, self.session_id = client, session_id
+        self.where = repr(path) if path is not None else describe(client)
+        self._path_note = f" in {path!r}" if path is not None else ""
+        digest = hashlib.sha1(session_id.encode()).hexdigest()[:16]
+        existing = {c.name for c in client.list_collections()} if not create else set()
+        self.collections = [self._open_turns(f"{prefix}-{digest}-{_slug(e.name)}", e.name, existing, create) for e in embedders]
+        self.heads = self._open_heads(f"{prefix}-{digest}.heads", existing, create)
+
+    def _open_turns(self, name: str, embedder: str, existing: set[str], create: bool) -> Any:
+        if not create and name not in existing:
+            known = list_sessions(self.client)
+            raise StoreError(
+                f"no session {self.session_id!r}{self._path_note} (embedder {embedder!r}); sessions there: {', '.join(map(repr, known)) if known else 'none'}"
+            )
+        meta = {"hnsw:space": "cosine", "meve:session_id": self.session_id, "meve:embedder": embedder}
+        col = self.client.get_or_create_collection(name, metadata=meta, embedding_function=None)
+        stored = (col.metadata or {}).get("meve:session_id")
+        if stored != self.session_id:
+            raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")
+        return col
+
+    def _open_heads(self, name: str, existing: set[str], create: bool) -> Any:
+        """The session's heads collection; None for a read-only open of a session written before it
+        existed, which then falls back to one ``count()`` per read."""
+        if not create and name not in existing:
+            return None
+        meta = {"meve:heads_of": self.session_id}
+        col = self.call("open the heads collection", self.client.get_or_create_collection, name, metadata=meta, embedding_function=None)
+        stored = (col.metadata or {}).get("meve:heads_of")
+        if stored != self.session_id:
+            raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")
+        return col
+
+    def call(self, what: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """A Chroma call whose failure is a StoreError naming the session and where it is stored."""
+        return chroma_call(f"{what} for session {self.session_id!r} at {self.where}", fn, *args, **kwargs)
+
+    def head(self) -> dict[str, Any] | None:
+        """Every heads row (writer or epoch id -> value), or None without a heads collection."""
+        if self.heads is None:
+            return None
+        rows = self.rows(self.heads, include=("metadatas",))
+        return {pid: (meta or {}).get("v") for pid, meta in zip(rows["ids"], rows["metadatas"], strict=True)}
+
+    def bump(self, row: str, value: Any) -> None:
+        """Set one heads row (a writer's count, or a new epoch)."""
+        if self.heads is not None:
+            self.call("record a write", self.heads.upsert, ids=[row], embeddings=[[1.0]], metadatas=[{"v": value}])
+
+    def count(self) -> int:
+        """How many turns the primary collection holds."""
+        return int(self.call("count turns", self.collections[0].count))
+
+    def rows(self, col: Any, *, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None, include: Sequence[str] = ()) -> dict[str, list[Any]]:
+        """Every matching row, read in pages: one unpaginated get() of 32,767+ rows fails in Chroma's SQLite."""
+        out: dict[str, list[Any]] = {"ids": [], **{k: [] for k in include}}
+        if ids is not None:
+            for start in range(0, len(ids), PAGE):
+                res = self.call("read turns", col.get, ids=list(ids[start : start + PAGE]), include=list(include))
+                for key in out:
+                    out[key].extend(res[key] or [])
+            return out
+        offset = 0
+        while True:
+            res = self.call("read turns", col.get, where=where, include=list(include), limit=PAGE, offset=offset)
+            for key in out:
+                out[key].extend(res[key] or [])
+            if len(res["ids"]) < PAGE:
+                return out
+            offset += len(res["ids"])
+
+    def turns(self, *, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> list[tuple[Turn, str]]:
+        """Stored turns with their order keys, read from the primary collection."""
+        rows = self.rows(self.collections[0], ids=ids, where=where, include=("documents", "metadatas"))
+        return [self.turn(pid, doc, meta) for pid, doc, meta in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)]
+
+    def turn(self, pid: str, doc: str | None, meta: Mapping[str, Any] | None) -> tuple[Turn, str]:
+        """A stored row as a Turn and its order key; a row of another session is refused."""
+        meta = dict(meta or {})
+        if meta.get("session_id") != self.session_id:
+            raise StoreError(f"turn {pid!r} belongs to session {meta.get('session_id')!r}, not {self.session_id!r}")
+        user = {k[2:]: v for k, v in meta.items() if k.startswith("m:")}
+        when = datetime.fromisoformat(str(meta["timestamp"]))
+        turn = Turn(id=pid, role=str(meta["role"]), text=doc or "", timestamp=when, seq=int(meta["seq"]), metadata=user)
+        return turn, str(meta.get("okey") or legacy_key(turn))
+
+    def write(self, col: Any, turns: Sequence[Turn], okeys: Sequence[str], vecs: np.ndarray) -> None:
+        """Store turns (verbatim text, metadata, vectors) in one collection, in pages."""
+        metas = []
+        for t, okey in zip(turns, okeys, strict=True):
+            meta: dict[str, Any] = {"session_id": self.session_id, "role": t.role, "seq": t.seq, "okey": okey}
+            meta.update({"timestamp": t.timestamp.isoformat(), "ts": t.timestamp.timestamp()})
+            meta.update({f"m:{k}": v for k, v in t.metadata.items()})
+            metas.append(meta)
+        for i in range(0, len(turns), PAGE):
+            page = turns[i : i + PAGE]
+            vectors = np.asarray(vecs[i : i + PAGE], dtype=np.float32)
+            self.call("store turns", col.add, ids=[t.id for t in page], documents=[t.text for t in page], metadatas=metas[i : i + PAGE], embeddings=vectors)
+
+    def delete(self, col: Any, ids: Sequence[str]) -> None:
+        """Delete rows by id, in pages."""
+        for start in range(0, len(ids), PAGE):
+            self.call("delete turns", col.delete, ids=list(ids[start : start + PAGE]))
+
+    def roll_back(self, cols: Sequence[Any], ids: list[str]) -> None:
+        """Undo a partly written batch; a failure is logged (the next open repairs it)."""
+        for col in cols:
+            for start in range(0, len(ids), PAGE):
+                try:
+                    col.delete(ids=ids[start : start + PAGE])
+                except Exception:
+                    log.warning("meve: could not delete a partly written batch from %s; it is repaired when the session is next opened", col.name)
+        try:  # a reader may have learned the rolled-back turns from storage: a new epoch makes it reload
+            self.bump(EPOCH, uuid.uuid4().hex)
+        except StoreError:
+            log.warning("meve: could not record the roll-back of a batch in session %r", self.session_id)

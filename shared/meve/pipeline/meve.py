@@ -1,0 +1,359 @@
+"""MeVe: a corpus, its models and the five phases; :meth:`MeVe.run` is one query top to bottom."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from meve.core.config import MeVeConfig
+from meve.core.errors import InputError, StoreError
+from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts
+from meve.core.tokens import TokenCounter, get_token_counter
+from meve.mindref.documents import documents_from
+from meve.mindref.hierarchy import Hierarchy
+from meve.pipeline.retrieve import Retriever
+from meve.pipeline.runner import PhaseCallback, run_phases
+from meve.retrieval.bm25 import DEFAULT_BM25
+from meve.retrieval.chroma import check_embedder, chroma_call, chroma_client, unique_collection_name
+from meve.retrieval.lexical import LexicalIndex
+from meve.retrieval.store import ChromaStore, PassageStore
+from meve.scoring.embedders import default_embedder, embedder_dimension
+from meve.scoring.protocols import Embedder, Scorer, Scoring, SharedPass
+from meve.scoring.resolve import Models, ScorerSpec
+
+__all__ = ["MeVe"]
+
+log = logging.getLogger("meve")
+
+
+class MeVe(Retriever):
+    """Retrieve → verify → fallback → prioritise → prune → budget, with a trace per query: the
+    corpus and phase 1 (:class:`~meve.pipeline.retrieve.Retriever`), the models, and the runner.
+
+    Build with :meth:`from_texts` or :meth:`from_chroma`; call :meth:`run` (or
+    ``await`` :meth:`arun`) per query. Per-call overrides of any
+    :class:`MeVeConfig` field are passed as keyword arguments.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: PassageStore | None,
+        lexical: LexicalIndex,
+        config: MeVeConfig | None = None,
+        embedder: Embedder | None = None,
+        scorer: ScorerSpec = None,
+        token_counter: Any = None,
+        hierarchy: Hierarchy | None = None,
+        query_encoder: Callable[[str], np.ndarray] | None = None,
+        follow_replicas: bool = True,
+    ) -> None:
+        """``query_encoder``: how a query is embedded when it differs from ``embedder.encode`` (an
+        asymmetric model's query side, e.g. LangChain's ``embed_query``). ``follow_replicas``:
+        before a BM25 lookup, catch up on rows other handles or processes added to the collection
+        (one ``count()``, about 4 ms at 100k rows embedded); ``False`` only where nothing else can
+        write to it (``from_texts``/``from_documents`` set it for the in-memory collection they make)."""
+        if store is not None and not isinstance(store, PassageStore):
+            raise InputError(f"store must be a meve PassageStore (add/query/get/documents/count) or None, got {type(store).__name__}")
+        if not isinstance(lexical, LexicalIndex):
+            raise InputError(f"lexical must be a meve.retrieval.lexical.LexicalIndex, got {type(lexical).__name__}")
+        if query_encoder is not None and not callable(query_encoder):
+            raise InputError(f"query_encoder must be a callable str -> vector or None, got {type(query_encoder).__name__}")
+        if not isinstance(follow_replicas, bool):
+            raise InputError(f"follow_replicas must be True or False, got {follow_replicas!r}")
+        super().__init__(store, lexical, hierarchy, follow_replicas)
+        self._query_encoder = query_encoder
+        self.config = config if config is not None else MeVeConfig()
+        if not isinstance(self.config, MeVeConfig):
+            raise InputError(f"config must be a MeVeConfig, got {type(self.config).__name__}")
+        self.embedder: Embedder = embedder if embedder is not None else default_embedder()
+        self._models = Models(self.embedder, scorer)
+        self.token_counter: TokenCounter = get_token_counter(token_counter)
+        self._owned_collections: list[tuple[Any, str]] = []
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def warm_up(self) -> MeVe:
+        """Load the embedder's and the verifier's models now, so the first query pays no load
+        time (otherwise they load on first use; each loads once per process, see
+        :data:`meve.models.registry`)."""
+        self.embedder.encode(["warm up"])
+        self.scorer.score("warm up", ["warm up"])
+        return self
+
+    def close(self) -> None:
+        """Release what this MeVe created: the in-memory collection ``from_texts`` made when given
+        no client and no collection name (nothing else can reach it). A collection in your client
+        is left as it is. Idempotent; a later ``run`` raises StoreError."""
+        if self._closed:
+            return
+        self._closed = True
+        for client, name in self._owned_collections:
+            chroma_call(f"drop collection {name!r}", client.delete_collection, name)
+        self._owned_collections = []
+
+    def __enter__(self) -> MeVe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_texts(
+        cls,
+        texts: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        config: MeVeConfig | None = None,
+        embedder: Embedder | None = None,
+        scorer: ScorerSpec = None,
+        token_counter: Any = None,
+        client: Any = None,
+        collection_name: str | None = None,
+        bm25_backend: str = DEFAULT_BM25,
+        show_progress: bool = False,
+        batch_size: int = 256,
+    ) -> MeVe:
+        """Embed ``texts`` into a Chroma collection (in memory unless ``client`` is given) and build BM25."""
+        texts, ids_, metas = check_texts(texts, ids, metadatas)
+        if not texts:
+            raise InputError("texts is empty: give at least one passage to index (or use MeVe.from_chroma on an existing collection)")
+        embedder = embedder if embedder is not None else default_embedder()
+        dim = embedder_dimension(embedder)
+        owned = client is None and collection_name is None  # nobody else can name it: close() drops it
+        client = client if client is not None else chroma_client()
+        collection = client.get_or_create_collection(
+            collection_name or unique_collection_name(),
+            metadata={"hnsw:space": "cosine", "meve:embedder": embedder.name},
+            embedding_function=None,
+        )
+        check_embedder(collection, embedder)
+        store = ChromaStore(collection, dimension=dim)
+        existing_ids, existing_texts = store.documents() if store.count() else ([], [])
+        clash = set(existing_ids).intersection(ids_)
+        if clash:
+            raise InputError(f"ids already in collection {collection.name!r}: {sorted(clash)[:5]}; use new ids")
+        lexical = LexicalIndex(existing_ids, existing_texts, bm25_backend)
+        # A collection made in its own in-memory client under a name nobody was told: nothing else writes to it.
+        meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter, follow_replicas=not owned)
+        if owned:
+            meve._owned_collections = [(client, collection.name)]
+        meve._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
+        return meve
+
+    @classmethod
+    def from_chroma(
+        cls,
+        collection: Any,
+        *,
+        config: MeVeConfig | None = None,
+        embedder: Embedder | None = None,
+        scorer: ScorerSpec = None,
+        token_counter: Any = None,
+        bm25_backend: str = DEFAULT_BM25,
+    ) -> MeVe:
+        """Attach to an existing Chroma collection; BM25 is built from its documents.
+
+        The collection's recorded embedder must be this one (vectors of another model are not
+        comparable even at the same dimension). A corpus whose ingestion did not finish (a crash
+        inside ``from_texts``/``add_texts``) opens with a logged warning saying so."""
+        embedder = embedder if embedder is not None else default_embedder()
+        check_embedder(collection, embedder)
+        if (collection.metadata or {}).get("meve:complete") is False:
+            log.warning(
+                "collection %r is incomplete: an ingestion into it did not finish, so some passages may be missing; "
+                "re-add them (ids already stored are refused)",
+                collection.name,
+            )
+        store = ChromaStore(collection, dimension=embedder_dimension(embedder))
+        ids, texts = store.documents()
+        return cls(store=store, lexical=LexicalIndex(ids, texts, bm25_backend), config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Any],
+        *,
+        config: MeVeConfig | None = None,
+        embedder: Embedder | None = None,
+        scorer: ScorerSpec = None,
+        token_counter: Any = None,
+        summary_tokens: int = 64,
+        doc_weights: Mapping[str, float] | None = None,
+        doc_pool: int = 30,
+        client: Any = None,
+        collection_name: str | None = None,
+        show_progress: bool = False,
+    ) -> MeVe:
+        """Whole documents, no pre-chunking: ``(doc_id, title, text)`` tuples, dicts with those keys,
+        or :class:`meve.hierarchy.Document`. Phase 1 is MindRef-style: documents first (title
+        mention, BM25, summary and best-window cosine, the verifier on title + lead, fused with
+        ``doc_weights``), then the sentence windows inside them; the fallback is BM25 over the
+        windows of every document.
+
+        Every sentence window and every document summary is embedded here, once, and stored in
+        two Chroma collections (``<collection_name>-documents`` / ``-windows``; in memory unless
+        ``client`` is given). Documents already in those collections are loaded, so a persistent
+        corpus reopens with ``documents=[]``. A query embeds once and only looks things up."""
+        cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
+        docs = documents_from(documents)
+        if not docs and collection_name is None:
+            raise InputError("documents is empty: give at least one (doc_id, title, text) document (or a collection_name that holds some)")
+        embedder = embedder if embedder is not None else default_embedder()
+        owned = client is None and collection_name is None  # nobody else can name them: close() drops them
+        client = client if client is not None else chroma_client()
+        meve = cls(
+            store=None, lexical=LexicalIndex([], []), config=cfg, embedder=embedder, scorer=scorer, token_counter=token_counter, follow_replicas=not owned
+        )
+        hierarchy = Hierarchy(
+            client,
+            collection_name or unique_collection_name(),
+            embedder,
+            meve.token_counter,
+            passage_tokens=cfg.passage_tokens,
+            summary_tokens=summary_tokens,
+            weights=doc_weights,
+            pool=doc_pool,
+        )
+        if owned:
+            meve._owned_collections = [(client, name) for name in hierarchy.collection_names()]
+        if not docs and not len(hierarchy):
+            raise InputError("documents is empty and the collections hold none: give at least one (doc_id, title, text) document")
+        meve.hierarchy = hierarchy
+        if docs:
+            hierarchy.add(docs, meve._index_vectors, show_progress=show_progress)
+        return meve
+
+    def add_texts(
+        self,
+        texts: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        show_progress: bool = False,
+        batch_size: int = 256,
+    ) -> list[str]:
+        """Embed and store more passages (ids as :meth:`from_texts`); returns their ids."""
+        if self.store is None:
+            raise InputError("this MeVe was built with from_documents; it has no passage store to add texts to")
+        texts, ids_, metas = check_texts(texts, ids, metadatas, start=self.store.count())
+        clash = [pid for pid in ids_ if pid in self.lexical]
+        if clash:
+            raise InputError(f"ids already indexed: {sorted(clash)[:5]}; use new ids")
+        self._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
+        return ids_
+
+    def _ingest(self, texts: list[str], ids: list[str], metas: list[dict[str, Any] | None], *, show_progress: bool, batch_size: int) -> None:
+        from tqdm.auto import tqdm
+
+        assert self.store is not None, "ingestion needs a passage store"
+        bar = tqdm(total=len(texts), desc="meve: embedding", unit="passage", disable=not show_progress)
+        self._mark_complete(False)  # cleared only when every batch is stored: a crash leaves the mark
+        try:
+            for start in range(0, len(texts), batch_size):
+                sl = slice(start, start + batch_size)
+                vecs = self._index_vectors(texts[sl])
+                self.store.add(ids[sl], texts[sl], metas[sl], vecs)
+                self.lexical.add(ids[sl], texts[sl])
+                bar.update(len(texts[sl]))
+        finally:
+            bar.close()
+        self._mark_complete(True)
+
+    def _mark_complete(self, complete: bool) -> None:
+        if isinstance(self.store, ChromaStore):  # a LangChain VectorStore keeps no collection metadata
+            self.store.mark_complete(complete)
+
+    # -- models ------------------------------------------------------------------------
+    @property
+    def scorer(self) -> Scorer:
+        """The scorer: the one given (or named), else meve's default (:func:`meve.scoring.resolve.make_scoring`)."""
+        return self._models.scorer
+
+    @property
+    def scoring(self) -> Scoring:
+        """The scorer as this MeVe runs it (passage scores, sentence scores, shared pass); pass it
+        as ``scorer=`` to another MeVe over the same embedder to run the same."""
+        return self._models.scoring
+
+    def _shared_pass(self, verify: bool) -> SharedPass | None:
+        # A scorer with a shared pass (late interaction's token vectors) gets them from the
+        # forward pass that makes the dense embedding: ingestion and each query run the model once.
+        return self._models.scoring.shared if verify else None
+
+    def _index_vectors(self, texts: list[str]) -> np.ndarray:
+        shared = self._shared_pass(self.config.verify)
+        return shared.passages(texts) if shared is not None else self.embedder.encode(texts)
+
+    def _embed_query(self, query: str, verify: bool = False) -> np.ndarray:
+        if self._query_encoder is not None:
+            return np.asarray(self._query_encoder(query), dtype=np.float32)
+        shared = self._shared_pass(verify)
+        vec = shared.query(query) if shared is not None else self.embedder.encode([query])[0]
+        return np.asarray(vec, dtype=np.float32)
+
+    # -- running -----------------------------------------------------------------------
+    def run(self, query: str, *, on_phase: PhaseCallback | None = None, **overrides: Any) -> ContextResult:
+        """Build the budgeted, verified context for ``query``.
+
+        ``overrides`` are MeVeConfig fields for this call only (e.g. ``t_max=256``);
+        ``on_phase`` is called with each PhaseRecord as soon as the phase ends.
+        """
+        if self._closed:
+            raise StoreError("this MeVe was closed; build a new one (MeVe.from_chroma reopens a collection you keep)")
+        query = check_query(query)
+        cfg = self.config.replace(**overrides)
+        t0 = time.perf_counter()
+        qvec = self._embed_query(query, cfg.verify)
+        candidates, lexical, info = self.retrieve(query, qvec, cfg, lambda: self.scorer)
+        info["embedder"] = self.embedder.name
+        first = ("retrieve", _ms(t0), {p.id: p.dense_score or 0.0 for p in candidates}, info)
+        return run_phases(
+            query,
+            candidates,
+            cfg,
+            scoring=lambda: self._models.scoring,
+            embedder=self.embedder,
+            token_counter=self.token_counter,
+            query_vec=qvec,
+            lexical=lexical,
+            on_phase=on_phase,
+            first=first,
+        )
+
+    async def arun(self, query: str, *, on_phase: PhaseCallback | None = None, **overrides: Any) -> ContextResult:
+        """:meth:`run` in a worker thread, so the event loop is not blocked by model inference."""
+        return await asyncio.to_thread(self.run, query, on_phase=on_phase, **overrides)
+
+    def baseline(self, query: str, k: int = 5) -> ContextResult:
+        """Standard RAG for comparison: dense top-k, no verification and no budget."""
+        query = check_query(query)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InputError(f"k={k!r} is not allowed: expected an int >= 1 (the number of passages to return)")
+        if self.store is None:
+            raise InputError("baseline needs a flat passage store; this MeVe was built with from_documents")
+        t0 = time.perf_counter()
+        docs = tuple(self.store.query(self._embed_query(query), k))
+        context = "\n\n".join(p.text for p in docs)
+        total = self.token_counter.count(context)
+        rec = PhaseRecord(
+            "retrieve",
+            tuple(p.id for p in docs),
+            scores={p.id: p.dense_score or 0.0 for p in docs},
+            tokens_in=None,
+            tokens_out=total,
+            ms=_ms(t0),
+            info={"k": k},
+        )
+        return ContextResult(query=query, documents=docs, context=context, token_count=total, trace=(rec,), config={"k": k})
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0

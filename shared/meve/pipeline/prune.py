@@ -1,0 +1,79 @@
+"""Sentence-level evidence pruning inside kept passages: a pure phase over given sentence scores."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from meve.core.records import Dropped, Passage
+from meve.pipeline.phases import PhaseOutput
+
+__all__ = ["ANAPHOR", "GAP_MARK", "prune_sentences"]
+
+# A sentence holding a third-person pronoun, or opening with a demonstrative, leans on the one
+# before it for its subject.
+ANAPHOR = re.compile(r"\b(he|she|it|they|him|her|his|hers|its|their|theirs|them)\b|^\W*(this|these|those|that|such|the latter|the former)\b", re.IGNORECASE)
+GAP_MARK = " … "
+
+
+def prune_sentences(
+    candidates: Sequence[Passage],
+    spans: Sequence[Sequence[tuple[int, int]]],
+    scores: Sequence[Sequence[float] | np.ndarray],
+    ratio: float,
+    gate: float = 0.0,
+) -> PhaseOutput:
+    """Sentence-level evidence pruning inside each kept passage.
+
+    Only a passage whose best sentence scores >= ``gate`` is pruned: below it the scorer has
+    located no evidence in the passage (one kept for query coverage, say), and a ratio to so low
+    a best would choose among noise, so the passage stays whole and is listed in
+    ``info["whole_below_gate"]``. A pruned passage keeps its best sentence and every sentence
+    scoring >= ``ratio`` x that best, plus, for a kept sentence that holds a third-person pronoun
+    or opens with a demonstrative (:data:`ANAPHOR`), the sentences before it back to one that does
+    not, so its subject stays in view. Sentences are never split; kept runs keep their order and
+    original text, and non-adjacent runs are joined by :data:`GAP_MARK`. Each removed sentence is
+    recorded as ``"<id>@<start>-<end>"`` with its score.
+    """
+    kept: list[Passage] = []
+    dropped: list[Dropped] = []
+    below_gate: list[str] = []
+    n_in = n_kept = n_context = 0
+    for cand, sp, sc in zip(candidates, spans, scores, strict=True):
+        if len(sp) != len(sc):
+            raise ValueError(f"passage {cand.id!r}: {len(sc)} scores for {len(sp)} sentences")
+        n_in += len(sp)
+        best = max(sc, default=0.0)
+        if len(sp) > 1 and best < gate:
+            below_gate.append(cand.id)
+        if len(sp) <= 1 or best < gate:
+            kept.append(cand)
+            n_kept += len(sp)
+            continue
+        keep = {i for i, s in enumerate(sc) if s >= ratio * best} | {int(np.argmax(sc))}
+        for i in sorted(keep):
+            j = i
+            while j > 0 and ANAPHOR.search(cand.text[sp[j][0] : sp[j][1]]):
+                j -= 1
+                if j not in keep:
+                    keep.add(j)
+                    n_context += 1
+        runs: list[tuple[int, int]] = []
+        for i in sorted(keep):
+            if runs and i - 1 in keep:
+                runs[-1] = (runs[-1][0], sp[i][1])
+            else:
+                runs.append(sp[i])
+        for i, (a, b) in enumerate(sp):
+            if i not in keep:
+                snippet = cand.text[a:b][:60]
+                dropped.append(Dropped(f"{cand.id}@{a}-{b}", f"sentence relevance {sc[i]:.3f} < {ratio} x passage best {best:.3f}: {snippet!r}", float(sc[i])))
+        n_kept += len(keep)
+        if len(keep) == len(sp):
+            kept.append(cand)
+        else:
+            kept.append(cand.with_(text=GAP_MARK.join(cand.text[a:b] for a, b in runs), spans=tuple(runs), tokens=None))
+    info = {"sentences_in": n_in, "sentences_kept": n_kept, "kept_for_context": n_context, "gate": gate, "whole_below_gate": below_gate}
+    return PhaseOutput(tuple(kept), tuple(dropped), info)

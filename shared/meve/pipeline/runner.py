@@ -1,0 +1,266 @@
+"""The one runner: phases 2-5 (verify → fallback → prioritise → prune → budget) over any
+candidate list, top to bottom, each phase called once and recorded in the trace by the runner.
+
+``MeVe.run`` feeds it dense (or hybrid, or hierarchical) candidates and a corpus-wide BM25
+fallback; the adapters feed it another retriever's results and a BM25 over those results
+(:mod:`meve.integration`). Model calls live here, in the steps; the phases they call are pure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from meve.core.config import MeVeConfig
+from meve.core.errors import ConfigError
+from meve.core.records import ContextResult, Dropped, Passage, PhaseRecord
+from meve.core.text import sentence_spans
+from meve.core.tokens import TokenCounter, count_many
+from meve.pipeline.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_context, pad, verify_query
+from meve.pipeline.prune import prune_sentences
+from meve.retrieval.lexical import LexicalSearch
+from meve.scoring.protocols import Embedder, Scorer, Scoring, split_sizes
+
+__all__ = ["PHASES", "PhaseCallback", "cosine_to", "run_phases"]
+
+PhaseCallback = Callable[[PhaseRecord], None]
+PHASES: tuple[str, ...] = ("verify", "fallback", "prioritise", "prune", "budget")
+
+
+@dataclass
+class Query:
+    """What every step of one run reads: the query with its config and models, and the scorer's
+    scores so far (each (query, passage) pair is scored at most once per run)."""
+
+    text: str
+    cfg: MeVeConfig
+    scoring: Callable[[], Scoring]
+    embedder: Embedder | None
+    counter: TokenCounter
+    vec: np.ndarray | None
+    lexical: LexicalSearch | None
+    candidates: tuple[Passage, ...]
+    scores: dict[str, float] = field(default_factory=dict)
+    cut: tuple[str, ...] = ()  # passed tau, left outside the head by the adaptive cut
+
+
+@dataclass(frozen=True)
+class Step:
+    """One phase's output with the scores and facts the trace records beside it."""
+
+    out: PhaseOutput
+    scores: Mapping[str, float] = field(default_factory=dict)
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _key(p: Passage) -> str:
+    # A pruned passage keeps its id but not its text.
+    return p.id if p.spans is None else f"{p.id}@{p.spans}"
+
+
+class Trace:
+    """Phase records for one query, with token counts (each passage text counted once)."""
+
+    def __init__(self, counter: TokenCounter, on_phase: PhaseCallback | None) -> None:
+        self.counter = counter
+        self.on_phase = on_phase
+        self.counts: dict[str, int] = {}
+        self.records: list[PhaseRecord] = []
+
+    def tokens(self, passages: Sequence[Passage]) -> int:
+        """Tokens of the passages' texts, summed (each distinct text counted once per run)."""
+        missing = [p for p in passages if _key(p) not in self.counts]
+        if missing:
+            self.counts.update(zip((_key(p) for p in missing), count_many(self.counter, [p.text for p in missing]), strict=True))
+        return sum(self.counts[_key(p)] for p in passages)
+
+    def record(self, name: str, before: Sequence[Passage], step: Step, ms: float) -> None:
+        """Append the phase's record and tell the listener."""
+        out = step.out
+        info = {**out.info, **step.info}
+        rec = PhaseRecord(name, tuple(p.id for p in out.kept), out.dropped, dict(step.scores), self.tokens(before), self.tokens(out.kept), ms, info)
+        self.records.append(rec)
+        if self.on_phase is not None:
+            self.on_phase(rec)
+
+
+def cosine_to(p: Passage, query_vec: np.ndarray) -> Passage:
+    """``p`` with ``dense_score`` set to the cosine of its embedding and the query's."""
+    if p.embedding is None:
+        raise ValueError(f"passage {p.id!r} has no embedding, so it has no cosine to the query")
+    vec = np.asarray(p.embedding, dtype=np.float64)
+    q = np.asarray(query_vec, dtype=np.float64)
+    return p.with_(dense_score=float(vec @ q / ((np.linalg.norm(vec) * np.linalg.norm(q)) or 1.0)))
+
+
+def _score(q: Query, scorer: Scorer, passages: Sequence[Passage]) -> tuple[list[float], int]:
+    """The scorer's scores of ``passages`` (cached in ``q.scores``) and how many pairs it scored now."""
+    todo = [p for p in passages if p.id not in q.scores]
+    if todo:
+        q.scores.update(zip((p.id for p in todo), map(float, scorer.score(q.text, [p.text for p in todo], q.vec)), strict=True))
+    return [q.scores[p.id] for p in passages], len(todo)
+
+
+def verify_step(q: Query, passages: tuple[Passage, ...]) -> Step:
+    """Phase 2: the scorer's score against tau, the adaptive cut and query coverage."""
+    cfg = q.cfg
+    if not cfg.verify or not passages:
+        skipped = "verify=False" if not cfg.verify else "no candidates"
+        return Step(PhaseOutput(tuple(p.with_(source="unverified") for p in passages), info={"skipped": skipped}))
+    scorer = q.scoring().scorer
+    rel, scored = _score(q, scorer, passages)
+    out = verify_query(q.text, passages, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio, coverage=cfg.coverage, coverage_floor=cfg.coverage_floor)
+    q.cut = tuple(out.info.get("cut", ()))
+    info = {"scorer": scorer.name, "tau": cfg.tau, "cut": cfg.cut, "coverage": cfg.coverage, "coverage_floor": cfg.coverage_floor, "pairs_scored": scored}
+    return Step(out, {p.id: s for p, s in zip(passages, rel, strict=True)}, info)
+
+
+def _fallback_reason(q: Query, verified: int) -> str | None:
+    """Why the fallback does not run, or None when it does."""
+    cfg = q.cfg
+    if not cfg.fallback or q.lexical is None:
+        return "fallback=False" if not cfg.fallback else "no fallback source"
+    if verified >= cfg.n_min:
+        return f"{verified} verified >= n_min {cfg.n_min}"
+    return "fallback_k=0" if cfg.fallback_k <= 0 else None
+
+
+def fallback_step(q: Query, verified: tuple[Passage, ...]) -> Step:
+    """Phase 3: BM25 hits with lexical evidence that the scorer does not reject, when fewer than
+    n_min passed; then padding to min_keep (:func:`~meve.pipeline.phases.pad`)."""
+    cfg = q.cfg
+    why = _fallback_reason(q, len(verified))
+    if why is not None or q.lexical is None:
+        out = PhaseOutput(verified, info={"triggered": False, "reason": why})
+        return Step(pad(out, q.candidates, q.scores, cfg.min_keep))
+    # A "rejected" passage scored below fallback_tau; between fallback_tau and tau it may pad the
+    # context. Candidates the adaptive cut left outside the head were judged too: the fallback is
+    # for what retrieval missed, so it does not bring them back.
+    outside = {pid: q.scores[pid] for pid in q.cut}
+    rejected = {pid: s for pid, s in q.scores.items() if s < cfg.fallback_tau}
+    found = q.lexical(q.text, cfg.fallback_k + len(q.candidates))
+    out = fallback(verified, found, cfg.n_min, cfg.fallback_k, min_bm25=cfg.fallback_min_bm25, rejected=rejected, outside=outside)
+    out, scored = _judge_fallback(q, out)
+    reason = f"{len(verified)} verified < n_min {cfg.n_min}"
+    return Step(pad(out, q.candidates, q.scores, cfg.min_keep), {p.id: p.bm25_score or 0.0 for p in found}, {"pairs_scored": scored, "reason": reason})
+
+
+def _judge_fallback(q: Query, out: PhaseOutput) -> tuple[PhaseOutput, int]:
+    """Score what the fallback added (so ``.score`` stays on one scale) and reject what scores
+    below fallback_tau; unverified, rank it by cosine instead (a BM25 score would mix scales)."""
+    cfg = q.cfg
+    added = [p for p in out.kept if p.source == "fallback"]
+    if not added:
+        return out, 0
+    if not cfg.verify:
+        if q.vec is None:
+            return out, 0
+        return PhaseOutput(tuple(cosine_to(p, q.vec) if p.source == "fallback" else p for p in out.kept), out.dropped, out.info), 0
+    rel, scored = _score(q, q.scoring().scorer, added)
+    low = {p.id: r for p, r in zip(added, rel, strict=True) if r < cfg.fallback_tau}
+    rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
+    kept = tuple(rescored.get(p.id, p) for p in out.kept if p.id not in low)
+    drops = out.dropped + tuple(Dropped(pid, f"rejected by the verifier (relevance {r:.3f} < fallback_tau {cfg.fallback_tau})", r) for pid, r in low.items())
+    return PhaseOutput(kept, drops, {**out.info, "added": [p.id for p in kept if p.source == "fallback"]}), scored
+
+
+def prioritise_step(q: Query, merged: tuple[Passage, ...]) -> Step:
+    """Phase 4: near-duplicates dropped, or SARA-style novelty selection."""
+    cfg = q.cfg
+    if cfg.prioritisation == "redundancy":
+        out = drop_redundant(merged, cfg.theta_redundancy)
+    elif cfg.prioritisation == "novelty":
+        out = novelty_select(merged, cfg.novelty_lambda, cfg.theta_redundancy)
+    else:
+        out = PhaseOutput(merged, info={"skipped": "prioritisation='none'"})
+    return Step(out, info={"mode": cfg.prioritisation, "theta": cfg.theta_redundancy})
+
+
+def _cosine_sentences(q: Query, passages: Sequence[Passage], spans: list[list[tuple[int, int]]]) -> list[np.ndarray]:
+    if q.embedder is None:
+        raise ConfigError("prune", "embedder", "'verifier' or 'none' here: no embedder was given to score sentences with")
+    flat = [p.text[a:b] for p, sp in zip(passages, spans, strict=True) for a, b in sp]
+    qv = q.vec if q.vec is not None else q.embedder.encode([q.text])[0]
+    sents = np.asarray(q.embedder.encode(flat), dtype=np.float64)
+    return split_sizes(sents @ np.asarray(qv, dtype=np.float64), [len(sp) for sp in spans])
+
+
+def prune_step(q: Query, passages: tuple[Passage, ...]) -> Step:
+    """Sentence pruning inside the kept passages, scored by the scorer or by cosine."""
+    cfg = q.cfg
+    if cfg.prune == "none" or not passages:
+        return Step(PhaseOutput(passages, info={"skipped": "prune='none'" if cfg.prune == "none" else "no passages"}))
+    spans = [sentence_spans(p.text) for p in passages]
+    by_scorer = cfg.prune == "scorer"
+    scores = q.scoring().spans(q.text, [p.text for p in passages], spans) if by_scorer else _cosine_sentences(q, passages, spans)
+    return Step(prune_sentences(passages, spans, scores, cfg.prune_ratio, cfg.prune_gate), info={"mode": cfg.prune, "prune_ratio": cfg.prune_ratio})
+
+
+def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace) -> Step:
+    """Phase 5: greedy packing into t_max tokens of the joined context; an empty context says why."""
+    cfg = q.cfg
+    counts = [trace.tokens([p]) for p in passages]
+    out, _, total = pack_context(passages, counts, q.counter, cfg.t_max, cfg.separator, cfg.max_passages)
+    info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": q.counter.name, "context_tokens": total}
+    if not out.kept:
+        if passages:
+            info["empty"] = f"every remaining passage alone exceeds t_max {cfg.t_max}"
+        elif q.candidates:
+            info["empty"] = "nothing relevant: no candidate passed the verifier and the fallback found no passage with lexical evidence it accepts"
+        else:
+            info["empty"] = "no candidates"
+    return Step(out, info=info)
+
+
+_STEPS: dict[str, Callable[[Query, tuple[Passage, ...]], Step]] = {
+    "verify": verify_step,
+    "fallback": fallback_step,
+    "prioritise": prioritise_step,
+    "prune": prune_step,
+}
+
+
+def run_phases(
+    query: str,
+    candidates: Sequence[Passage],
+    cfg: MeVeConfig,
+    *,
+    scoring: Callable[[], Scoring],
+    embedder: Embedder | None,
+    token_counter: TokenCounter,
+    query_vec: np.ndarray | None = None,
+    lexical: LexicalSearch | None = None,
+    on_phase: PhaseCallback | None = None,
+    first: tuple[str, float, Mapping[str, float], Mapping[str, Any]] | None = None,
+    phases: Collection[str] = PHASES,
+) -> ContextResult:
+    """Run phases 2-5 on ``candidates`` (already in rank order) and return the context with its trace.
+
+    ``scoring`` is a thunk so a model loads only when a phase needs it. ``first`` records the phase
+    that produced the candidates: (name, ms, scores, info). A phase not in ``phases`` passes its input
+    on unchanged and is recorded as skipped (the single-phase adapters run one phase alone).
+    """
+    q = Query(query, cfg, scoring, embedder, token_counter, query_vec, lexical, tuple(candidates))
+    trace = Trace(token_counter, on_phase)
+    if first is not None:
+        name, ms, scores, info = first
+        trace.record(name, (), Step(PhaseOutput(q.candidates), scores, info), ms)
+    passages = q.candidates
+    for name in PHASES:
+        t0 = time.perf_counter()
+        if name not in phases:
+            step = Step(PhaseOutput(passages, info={"skipped": "not run by this component"}))
+        elif name == "budget":
+            step = budget_step(q, passages, trace)
+        else:
+            step = _STEPS[name](q, passages)
+        trace.record(name, passages, step, (time.perf_counter() - t0) * 1000.0)
+        passages = step.out.kept
+    context = cfg.separator.join(p.text for p in passages)
+    total = trace.records[-1].info.get("context_tokens")
+    count = total if isinstance(total, int) else token_counter.count(context)
+    return ContextResult(query=query, documents=passages, context=context, token_count=count, trace=tuple(trace.records), config=cfg.to_dict())

@@ -1,0 +1,213 @@
+"""Chroma plumbing every store shares: clients (embedded, shared per directory, HTTP with a
+timeout), one error translation, collection names and the embedder check."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from meve.core.errors import ConfigError, InputError, StoreError
+from meve.core.logs import log
+
+__all__ = [
+    "acquire_client",
+    "check_embedder",
+    "chroma_call",
+    "chroma_client",
+    "chroma_http_client",
+    "open_clients",
+    "release_client",
+    "similarities",
+    "unique_collection_name",
+    "warn_if_untimed",
+]
+
+
+def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Any:
+    """An embedded Chroma client with telemetry off: persistent at ``path``, else in memory.
+
+    Filesystem and Chroma failures are raised as :class:`StoreError` naming the path and the fix
+    (the original exception is the ``__cause__``). ``create=False`` is for read-only callers: a
+    missing directory is an error instead of being created. A path that a client in this process
+    already opened (the user's own ``chromadb.PersistentClient`` included) is shared with it.
+    """
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False)
+    if path is None:
+        return chromadb.EphemeralClient(settings=settings)
+    where = Path(path).expanduser()
+    if where.exists() and not where.is_dir():
+        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
+    if not where.exists():
+        if not create:
+            raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
+        try:
+            where.mkdir(parents=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
+    if not os.access(where, os.R_OK | os.W_OK | os.X_OK):
+        raise StoreError(f"db path {str(path)!r} is not readable and writable by this user; Chroma writes even to read, so fix its permissions or copy it")
+    db = where / "chroma.sqlite3"
+    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+        raise StoreError(f"{str(db)!r} is not readable and writable by this user; fix its permissions")
+    # An instance this process already runs on the directory is reused under its own spelling of
+    # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
+    opened = _open_system(where)
+    directory, settings = opened if opened is not None else (str(path), settings)
+    try:
+        return chromadb.PersistentClient(path=directory, settings=settings)
+    except Exception as exc:
+        raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
+
+
+class _Owned:
+    __slots__ = ("client", "refs", "started")
+
+    def __init__(self, client: Any, started: bool) -> None:
+        self.client, self.refs, self.started = client, 0, started
+
+
+_owned: dict[Path, _Owned] = {}
+_owned_lock = threading.Lock()
+
+
+def acquire_client(path: str | os.PathLike[str], *, create: bool = True) -> Any:
+    """The embedded client for ``path``, shared by every meve handle on that directory in this
+    process and counted, so :func:`release_client` can stop Chroma's instance (its file handles
+    and caches) when the last handle closes. Errors as :func:`chroma_client`."""
+    with _owned_lock:
+        key = Path(path).expanduser().resolve()
+        owned = _owned.get(key)
+        if owned is None:
+            # A directory some other client in this process already runs (the user's own) is shared, never stopped by meve.
+            started = _open_system(Path(path).expanduser()) is None
+            owned = _owned[key] = _Owned(chroma_client(path, create=create), started)
+        owned.refs += 1
+        return owned.client
+
+
+def open_clients() -> dict[str, int]:
+    """Directory -> how many meve handles hold the embedded client meve opened on it."""
+    with _owned_lock:
+        return {str(k): v.refs for k, v in _owned.items()}
+
+
+def release_client(path: str | os.PathLike[str]) -> None:
+    """One handle on ``path`` is done; the last one stops the Chroma instance meve started there."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    with _owned_lock:
+        key = Path(path).expanduser().resolve()
+        owned = _owned.get(key)
+        if owned is None:
+            return
+        owned.refs -= 1
+        if owned.refs > 0:
+            return
+        del _owned[key]
+        if owned.started:
+            system = SharedSystemClient._identifier_to_system.pop(owned.client._identifier, None)
+            if system is not None:
+                system.stop()
+
+
+def chroma_http_client(
+    host: str = "127.0.0.1", port: int = 8000, *, timeout_s: float = 30.0, ssl: bool = False, headers: Mapping[str, str] | None = None
+) -> Any:
+    """A ``chromadb.HttpClient`` whose requests time out after ``timeout_s`` seconds.
+
+    Chroma's own HTTP client waits forever (``httpx.Client(timeout=None)``): against a frozen
+    server an ``add`` hung for more than 75 s. With this client the call fails after
+    ``timeout_s`` and meve raises a ``StoreError`` naming the server.
+    """
+    import chromadb
+    import httpx
+    from chromadb.config import Settings
+
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= 3600:
+        raise ConfigError("timeout_s", timeout_s, "a number of seconds in (0, 3600]")
+    try:
+        client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}), settings=Settings(anonymized_telemetry=False))
+    except Exception as exc:
+        raise StoreError(f"cannot reach the Chroma server at {host}:{port}: {type(exc).__name__}: {exc}; is `chroma run` up?") from exc
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if not isinstance(session, httpx.Client):
+        raise StoreError(f"this chromadb version's HTTP client has no session meve can set a timeout on (chromadb {chromadb.__version__})")
+    session.timeout = httpx.Timeout(timeout_s)
+    return client
+
+
+_WARNED_UNTIMED: set[int] = set()
+
+
+def warn_if_untimed(client: Any) -> None:
+    """Log once per client when it is an HTTP client whose requests never time out.
+
+    A user's own ``chromadb.HttpClient`` is not changed behind their back; they are told how to
+    get one that fails instead of hanging (``chroma_http_client``).
+    """
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    timeout = getattr(session, "timeout", None)
+    if timeout is None or getattr(timeout, "read", 0) is not None or id(session) in _WARNED_UNTIMED:
+        return
+    _WARNED_UNTIMED.add(id(session))
+    log.warning(
+        "meve: this Chroma HTTP client has no request timeout, so a frozen server makes every call wait forever; "
+        "meve.store.chroma_http_client(host, port, timeout_s=30) gives one whose calls fail with a StoreError instead"
+    )
+
+
+def _open_system(where: Path) -> tuple[str, Any] | None:
+    """(path as spelled, settings) of a Chroma instance this process already runs on ``where``, if any.
+
+    Chroma refuses a second client on one directory with different settings ("An instance of
+    Chroma already exists"); reusing the first one's settings shares its instance instead.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    systems = getattr(SharedSystemClient, "_identifier_to_system", {})
+    target = where.resolve()
+    for system in list(systems.values()):
+        directory = getattr(system.settings, "persist_directory", None)
+        if getattr(system.settings, "is_persistent", False) and directory and Path(directory).expanduser().resolve() == target:
+            return str(directory), system.settings
+    return None
+
+
+def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, a Chroma call; any failure but meve's own (server down, corrupt
+    directory, rejected write) becomes a StoreError saying what was being done, with the cause kept."""
+    try:
+        return fn(*args, **kwargs)
+    except (InputError, StoreError):
+        raise
+    except Exception as exc:
+        raise StoreError(f"Chroma could not {what}: {type(exc).__name__}: {exc}") from exc
+
+
+def unique_collection_name(prefix: str = "meve") -> str:
+    """A fresh collection name (``prefix-<12 hex>``)."""
+    # In-memory Chroma clients share one store per process, so default names must not collide.
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def check_embedder(collection: Any, embedder: Any) -> None:
+    """A collection's vectors are only comparable with its own model's, even at the same dimension."""
+    stored = (collection.metadata or {}).get("meve:embedder")
+    if stored is not None and stored != embedder.name:
+        raise ConfigError(
+            "embedder", embedder.name, f"the embedder collection {collection.name!r} was built with, {stored!r} (its vectors live in that model's space)"
+        )
+
+
+def similarities(result: Mapping[str, Any]) -> dict[str, float]:
+    """Id -> cosine of one query's Chroma results (collections in the cosine space: distance = 1 - cosine)."""
+    if not result["ids"]:
+        return {}
+    return {pid: 1.0 - float(d) for pid, d in zip(result["ids"][0], (result.get("distances") or [[]])[0], strict=True)}

@@ -1,0 +1,140 @@
+"""Passage stores: the Protocol dense search goes through, and its Chroma implementation."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from meve.core.errors import InputError, StoreError
+from meve.core.records import Passage
+from meve.retrieval.chroma import chroma_call, warn_if_untimed
+
+__all__ = ["ChromaStore", "PassageStore"]
+
+
+@runtime_checkable
+class PassageStore(Protocol):
+    """Where passages and their embeddings live (dense search happens here)."""
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: np.ndarray) -> None: ...
+
+    def query(self, vector: np.ndarray, k: int) -> list[Passage]: ...
+
+    def get(self, ids: Sequence[str]) -> list[Passage]: ...
+
+    def documents(self) -> tuple[list[str], list[str]]: ...
+
+    def count(self) -> int: ...
+
+
+class ChromaStore:
+    """Passages in one Chroma collection; cosine similarity computed from returned embeddings,
+    so collections in any distance space work."""
+
+    def __init__(self, collection: Any, *, dimension: int | None = None) -> None:
+        self.collection = collection
+        self.dimension = dimension
+        warn_if_untimed(getattr(collection, "_client", None))
+        stored = self.stored_dimension()
+        if dimension is not None and stored is not None and stored != dimension:
+            raise StoreError(
+                f"collection {collection.name!r} holds {stored}-dimensional embeddings but the embedder makes {dimension}-dimensional ones; "
+                "use the embedder the collection was built with, or another collection"
+            )
+
+    def _call(self, what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return chroma_call(f"{what} in collection {self.collection.name!r}", fn, *args, **kwargs)
+
+    def stored_dimension(self) -> int | None:
+        if self._call("count passages", self.collection.count) == 0:
+            return None
+        peek = self._call("read a passage", self.collection.peek, limit=1)
+        embs = peek.get("embeddings")
+        if embs is None or len(embs) == 0:
+            return None
+        return len(embs[0])
+
+    def count(self) -> int:
+        return int(self._call("count passages", self.collection.count))
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: np.ndarray) -> None:
+        if self.dimension is not None and embeddings.shape[1] != self.dimension:
+            raise StoreError(f"embeddings have dimension {embeddings.shape[1]}, the store expects {self.dimension}")
+        # Chroma skips an id it already holds without an error, which would lose this text: another
+        # handle (or process) on the same collection may have added it since this one last looked.
+        taken = self._call("check ids", self.collection.get, ids=list(ids), include=[])["ids"]
+        if taken:
+            raise InputError(f"ids already in collection {self.collection.name!r}: {sorted(taken)[:5]} (added by another handle or process?); use new ids")
+        kwargs: dict[str, Any] = {"ids": list(ids), "documents": list(texts), "embeddings": np.asarray(embeddings, dtype=np.float32)}
+        if any(m is not None for m in metadatas):
+            kwargs["metadatas"] = [m if m else None for m in metadatas]
+        self._call(f"store {len(kwargs['ids'])} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
+
+    def mark_complete(self, complete: bool) -> None:
+        """Record in the collection's metadata whether the last ingestion finished (``meve:complete``)."""
+        # Chroma refuses a metadata update that names the distance space; the space is kept anyway.
+        meta = {k: v for k, v in (self.collection.metadata or {}).items() if not k.startswith("hnsw:")}
+        self._call("record ingestion state", self.collection.modify, metadata={**meta, "meve:complete": complete})
+
+    def _passages(self, ids: list[str], docs: list[Any], metas: list[Any], embs: Any, query: np.ndarray | None) -> list[Passage]:
+        out: list[Passage] = []
+        for i, pid in enumerate(ids):
+            emb = np.asarray(embs[i], dtype=np.float32) if embs is not None else None
+            sim = None
+            if query is not None and emb is not None:
+                norm = float(np.linalg.norm(emb)) or 1.0
+                sim = float(emb @ query) / norm
+            out.append(Passage(id=pid, text=docs[i] or "", metadata=dict(metas[i] or {}), dense_score=sim, embedding=emb))
+        return out
+
+    def query(self, vector: np.ndarray, k: int) -> list[Passage]:
+        # Chroma returns what it has when k exceeds the collection (tested), so no count() round trip per query.
+        res = self._call(
+            "search passages",
+            self.collection.query,
+            query_embeddings=[np.asarray(vector, dtype=np.float32)],
+            n_results=k,
+            include=["documents", "metadatas", "embeddings"],
+        )
+        if not res["ids"] or not res["ids"][0]:
+            return []
+        passages = self._passages(res["ids"][0], res["documents"][0], res["metadatas"][0], res["embeddings"][0], np.asarray(vector, dtype=np.float32))
+        return sorted(passages, key=lambda p: -(p.dense_score or 0.0))
+
+    def get(self, ids: Sequence[str]) -> list[Passage]:
+        if not ids:
+            return []
+        res = self._call("read passages", self.collection.get, ids=list(ids), include=["documents", "metadatas", "embeddings"])
+        by_id = {p.id: p for p in self._passages(res["ids"], res["documents"], res["metadatas"], res["embeddings"], None)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def rows(self, offset: int = 0, include: Sequence[str] = ("documents",), page: int = 5000) -> list[tuple[str, str, dict[str, Any]]]:
+        """(id, text, metadata) of every row from ``offset`` on, in the order Chroma stored them."""
+        out: list[tuple[str, str, dict[str, Any]]] = []
+        while True:
+            res = self._call("read passages", self.collection.get, include=list(include), limit=page, offset=offset)
+            if not res["ids"]:
+                return out
+            docs = res.get("documents") or [""] * len(res["ids"])
+            metas = res.get("metadatas") or [None] * len(res["ids"])
+            out.extend((i, d or "", dict(m or {})) for i, d, m in zip(res["ids"], docs, metas, strict=True))
+            offset += len(res["ids"])
+
+    def documents(self, page: int = 5000, offset: int = 0) -> tuple[list[str], list[str]]:
+        """Every passage's id and text from ``offset`` on, in the order Chroma stored them."""
+        rows = self.rows(offset, page=page)
+        return [i for i, _, _ in rows], [t for _, t, _ in rows]
+
+    def rows_after(self, known: int, known_ids: Collection[str], include: Sequence[str] = ("documents",)) -> list[tuple[str, str, dict[str, Any]]]:
+        """The rows that other handles or processes (app replicas) stored and ``known_ids`` lacks:
+        one ``count()``, and only on a difference the rows after the first ``known`` (Chroma keeps
+        stored order), or every row if that does not add up (rows deleted meanwhile)."""
+        total = self.count()
+        if total <= known:
+            return []
+        new = [r for r in self.rows(known, include) if r[0] not in known_ids]
+        if known + len(new) < total:
+            new = [r for r in self.rows(0, include) if r[0] not in known_ids]
+        return new

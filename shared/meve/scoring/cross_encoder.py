@@ -1,0 +1,109 @@
+"""Any sentence-transformers cross-encoder as a scorer, its relevance probability pinned."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from meve.core.errors import ConfigError
+from meve.scoring.cosine import sigmoid
+from meve.scoring.registry import INSTALL_HINT, registry
+
+__all__ = ["DEFAULT_CROSS_ENCODER", "CrossEncoderScorer", "relevance"]
+
+DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+
+
+def relevance(logits: np.ndarray, name: str) -> np.ndarray:
+    """P(relevant) from a cross-encoder's raw outputs: sigmoid of a single logit, softmax of two
+    (label 1 is "relevant"). Other heads (e.g. 3-way NLI) have no relevance label meve can pick."""
+    if logits.ndim == 1 or logits.shape[1] == 1:
+        return sigmoid(logits.reshape(-1))
+    if logits.shape[1] == 2:
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        exp = np.exp(shifted)
+        return np.asarray(exp[:, 1] / exp.sum(axis=1), dtype=np.float64)
+    raise ConfigError("scorer", name, f"a cross-encoder with 1 output (sigmoid) or 2 (softmax, label 1 = relevant); this one has {logits.shape[1]}")
+
+
+class CrossEncoderScorer:
+    """A sentence-transformers ``CrossEncoder`` by name or path, sigmoid pinned.
+
+    Cost controls that do not change which pairs pass: pairs are sorted by
+    length so each batch pads little; ``max_length`` caps tokens per pair
+    (``None`` keeps the model's own limit).
+    """
+
+    def __init__(
+        self,
+        model: Any = DEFAULT_CROSS_ENCODER,
+        *,
+        max_length: int | None = None,
+        batch_size: int = 32,
+        device: str = "cpu",
+        local_files_only: bool = False,
+    ) -> None:
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or not 8 <= max_length <= 8192):
+            raise ConfigError("max_length", max_length, "None (the model's own limit) or an int in [8, 8192] (tokens per query-passage pair)")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
+            raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (pairs per forward pass)")
+        self._given = model
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.device = device
+        self.local_files_only = local_files_only
+        self.name = f"cross-encoder:{model if isinstance(model, str) else type(model).__name__}"
+        self.pairs_scored = 0
+
+    @property
+    def model(self) -> Any:
+        """The loaded ``CrossEncoder`` (shared by every handle on the same path and device)."""
+        if not isinstance(self._given, str):
+            return self._given
+        path = self._given
+
+        def factory() -> Any:
+            try:
+                import torch
+                from sentence_transformers import CrossEncoder
+            except ImportError as exc:  # pragma: no cover
+                raise ImportError(f"CrossEncoderScorer needs sentence-transformers; {INSTALL_HINT}") from exc
+            return CrossEncoder(path, device=self.device, local_files_only=self.local_files_only, activation_fn=torch.nn.Sigmoid())
+
+        return registry.get("ce", f"{path}|{self.local_files_only}", self.device, factory, label=self.name)
+
+    def load(self) -> CrossEncoderScorer:
+        """Load the model now (it otherwise loads on first use); returns self."""
+        _ = self.model
+        return self
+
+    def score(
+        self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None, *, max_length: int | None = None, batch_size: int | None = None
+    ) -> np.ndarray:
+        """``max_length``/``batch_size`` override the constructor's for this call; ``query_vec`` is unused."""
+        if len(passages) == 0:
+            return np.zeros(0, dtype=np.float64)
+        order = np.argsort([len(p) for p in passages], kind="stable")
+        raw = self._predict([(query, passages[i]) for i in order], max_length if max_length is not None else self.max_length, batch_size or self.batch_size)
+        out = np.empty(len(passages), dtype=np.float64)
+        out[order] = relevance(np.asarray(raw, dtype=np.float64), self.name)
+        self.pairs_scored += len(passages)
+        return out
+
+    def _predict(self, pairs: list[tuple[str, str]], cap: int | None, batch_size: int) -> Any:
+        import torch
+
+        model = self.model
+        attr = "max_seq_length" if hasattr(type(model), "max_seq_length") else "max_length"
+        # The model is shared by every scorer in the process: a cap is set, used and restored under the
+        # model's own lock, so a concurrent call never runs at another call's length.
+        with registry.lock_of(model):
+            old = getattr(model, attr)
+            try:
+                if cap is not None:
+                    setattr(model, attr, min(cap, old) if old else cap)
+                return model.predict(pairs, batch_size=batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True)
+            finally:
+                setattr(model, attr, old)

@@ -1,0 +1,138 @@
+"""Embedders: the bundled sentence-transformers bi-encoder and a cache that never embeds a text twice."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from meve.core.errors import ConfigError
+from meve.scoring.protocols import Embedder
+from meve.scoring.registry import INSTALL_HINT, default_model_path, registry
+
+__all__ = ["CachedEmbedder", "SentenceTransformerEmbedder", "default_embedder", "embedder_dimension"]
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers bi-encoder; the default is all-MiniLM-L6-v2, offline.
+
+    ``model`` is a path, a model name, or a loaded ``SentenceTransformer``; it loads on first use.
+    """
+
+    def __init__(self, model: Any = None, *, device: str = "cpu", batch_size: int = 64, name: str | None = None) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
+            raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (texts per forward pass)")
+        self._given = model
+        self.device = device
+        self.batch_size = batch_size
+        if model is None:
+            self.name = name or "all-MiniLM-L6-v2"
+        elif isinstance(model, str):
+            self.name = name or os.path.basename(model.rstrip("/")) or model
+        else:
+            self.name = name or str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or type(model).__name__)
+
+    @property
+    def model(self) -> Any:
+        """The loaded ``SentenceTransformer`` (shared by every handle on the same path and device)."""
+        if self._given is not None and not isinstance(self._given, str):
+            return self._given
+        path = self._given if isinstance(self._given, str) else default_model_path()
+
+        def factory() -> Any:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:  # pragma: no cover
+                raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {INSTALL_HINT}") from exc
+            return SentenceTransformer(path, device=self.device)
+
+        return registry.get("st", path, self.device, factory, label=self.name)
+
+    @property
+    def dimension(self) -> int:
+        """The length of the vectors this model makes."""
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        if len(texts) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vecs = self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vecs, dtype=np.float32)
+
+
+class CachedEmbedder:
+    """Never embeds the same text twice while it is cached: an LRU of sha1(text) -> vector in front
+    of any Embedder, bounded by bytes (keys are digests, so long texts cost no more than short ones)."""
+
+    _ENTRY_OVERHEAD = 200  # dict slot, digest bytes object and ndarray header, measured roughly
+
+    def __init__(self, inner: Embedder, *, max_bytes: int = 128 * 1024 * 1024) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ConfigError("max_bytes", max_bytes, "an int >= 0 (bytes of cached vectors; 0 disables the cache)")
+        self.inner = inner
+        self.name = inner.name
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.encoded = 0  # texts actually sent to the model
+
+    @property
+    def dimension(self) -> int:
+        """The inner embedder's dimension."""
+        return embedder_dimension(self.inner)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The inner embedder's vectors, each distinct text sent to it at most once while cached."""
+        keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+        found: dict[bytes, np.ndarray] = {}
+        with self._lock:  # hits are copied out here, so an eviction by another thread cannot lose them
+            for key in keys:
+                vec = self._cache.get(key)
+                if vec is not None:
+                    found[key] = vec
+                    self._cache.move_to_end(key)
+        missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts, strict=True) if k not in found))
+        if missing:
+            vecs = np.asarray(self.inner.encode([t for _, t in missing]), dtype=np.float32)
+            self._store(missing, vecs, found)
+        if not keys:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def _store(self, missing: list[tuple[bytes, str]], vecs: np.ndarray, found: dict[bytes, np.ndarray]) -> None:
+        with self._lock:
+            self.encoded += len(missing)
+            for (key, _), vec in zip(missing, vecs, strict=True):
+                found[key] = vec
+                if key not in self._cache and self.max_bytes:
+                    self._cache[key] = vec
+                    self.bytes += vec.nbytes + self._ENTRY_OVERHEAD
+            while self.bytes > self.max_bytes and self._cache:
+                _, old = self._cache.popitem(last=False)
+                self.bytes -= old.nbytes + self._ENTRY_OVERHEAD
+
+
+def default_embedder() -> CachedEmbedder:
+    """The process-wide default: cached all-MiniLM-L6-v2 on CPU (kept by the model registry)."""
+    embedder: CachedEmbedder = registry.singleton("default-embedder", lambda: CachedEmbedder(SentenceTransformerEmbedder()))
+    return embedder
+
+
+def embedder_dimension(embedder: Embedder) -> int:
+    """An embedder's vector length: its ``dimension`` attribute, else measured on one text."""
+    dim = getattr(embedder, "dimension", None)
+    if isinstance(dim, int):
+        return dim
+    return int(embedder.encode(["dimension probe"]).shape[1])

@@ -1,0 +1,263 @@
+"""The default verifier: calibrated late interaction over the bundled MiniLM's token embeddings.
+
+Each query token takes its best cosine over the passage's tokens (MaxSim, as in
+ColBERT) and the mean over query tokens is the raw score. A Platt scaling fitted
+on SQuAD v1.1 dev articles that are never reported on maps it to P(relevant), so
+``tau = 0.5`` means what it says. Why this and not a cross-encoder: no pretrained
+one can be had offline, and meve's own (``meve.cross_encoder``, trained on SQuAD)
+is sharper on SQuAD and WikiQA but weaker on MS MARCO and HotpotQA and costs
+two orders of magnitude more per query (BENCHMARKS.md, "Verifier").
+
+Cost: token vectors come from the same forward pass that makes the passage's
+dense embedding, so ``MeVe`` keeps them (int8, one scale per token) at ingestion
+and verification is a few small matrix products. Passages the cache has not
+seen (another retriever's results, a reopened collection) are encoded on first
+use and then cached, bounded by bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from meve.core.errors import ConfigError
+from meve.scoring.calibration import CALIBRATION_PATH, Calibration
+from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder, default_embedder
+from meve.scoring.protocols import Scoring, SharedPass
+
+__all__ = ["LateInteractionScorer", "TokenVectorCache", "dequantize", "maxsim", "quantize", "text_key"]
+
+
+def maxsim(query_tokens: np.ndarray, passage_tokens: np.ndarray) -> float:
+    """Mean over query tokens of the best cosine over passage tokens (rows are unit vectors)."""
+    if len(query_tokens) == 0 or len(passage_tokens) == 0:
+        return 0.0
+    return float((query_tokens @ passage_tokens.T).max(axis=1).mean())
+
+
+def quantize(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 rows with one fp16 scale each: a quarter of fp32, and no measurable AUC loss (BENCHMARKS.md)."""
+    scale = np.abs(tokens).max(axis=1, keepdims=True) / 127.0
+    scale = np.where(scale == 0, 1.0, scale)
+    return np.round(tokens / scale).astype(np.int8), scale.astype(np.float16)
+
+
+def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The float32 rows :func:`quantize` stored."""
+    return np.asarray(q, dtype=np.float32) * np.asarray(scale, dtype=np.float32)
+
+
+def text_key(text: str) -> str:
+    """The cache key of a text: its sha1, hex."""
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class TokenVectorCache:
+    """Token vectors by text (sha1 key), int8-quantised, least recently used evicted past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ConfigError("cache_bytes", max_bytes, "an int >= 0 (bytes of token vectors kept in memory)")
+        self.max_bytes = max_bytes
+        self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._rows
+
+    def quantized(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """A snapshot of every entry as stored: (key, int8 rows, fp16 scales), oldest first."""
+        with self._lock:
+            return [(k, q, s) for k, (q, s) in self._rows.items()]
+
+    def get(self, key: str) -> np.ndarray | None:
+        with self._lock:
+            row = self._rows.get(key)
+            if row is None:
+                return None
+            self._rows.move_to_end(key)
+        return dequantize(*row)
+
+    def put(self, key: str, tokens: np.ndarray) -> None:
+        self.put_quantized(key, *quantize(np.asarray(tokens, dtype=np.float32)))
+
+    def put_quantized(self, key: str, q: np.ndarray, s: np.ndarray) -> None:
+        """An entry already in the stored form (see :meth:`quantized`), evicting past ``max_bytes``."""
+        size = q.nbytes + s.nbytes
+        with self._lock:
+            old = self._rows.pop(key, None)
+            if old is not None:
+                self.bytes -= old[0].nbytes + old[1].nbytes
+            if size > self.max_bytes:
+                return
+            self._rows[key] = (q, s)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, (oq, os_) = self._rows.popitem(last=False)
+                self.bytes -= oq.nbytes + os_.nbytes
+
+
+def _sentence_transformer(embedder: Any) -> Any:
+    """The sentence-transformers model behind a meve embedder (unwrapping CachedEmbedder)."""
+    inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
+    if not isinstance(inner, SentenceTransformerEmbedder):
+        raise ConfigError(
+            "embedder",
+            getattr(embedder, "name", type(embedder).__name__),
+            "a SentenceTransformerEmbedder (late interaction needs its token embeddings); pass scorer='cosine' or a cross-encoder for other embedders",
+        )
+    return inner
+
+
+class LateInteractionScorer:
+    """The default verifier (see the module docstring). ``embedder`` defaults to meve's MiniLM.
+
+    ``calibration`` is a :class:`Calibration` or a path to one; the default is the file
+    shipped with meve. ``cache_bytes`` bounds the in-memory token-vector cache.
+    """
+
+    def __init__(self, embedder: Any = None, *, calibration: Calibration | str | Path | None = None, cache_bytes: int = 512 * 2**20) -> None:
+        self._st = _sentence_transformer(embedder if embedder is not None else default_embedder())
+        self.calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration or CALIBRATION_PATH)
+        self.cache = TokenVectorCache(cache_bytes)
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._qlock = threading.Lock()
+        self.name = f"late-interaction:{self._st.name}"
+        self.pairs_scored = 0
+        self.encoded_at_query_time = 0
+
+    def scoring(self) -> Scoring:
+        """This scorer as a MeVe runs it (:class:`meve.scoring.protocols.Scoring`): sentences scored in
+        their passage's context (:meth:`score_spans`), and a shared pass that makes the embedder's
+        dense vectors while keeping their token vectors. ``MeVe(scorer="late-interaction")`` builds
+        this, and so does ``MeVe(scorer=my_scorer)`` for a scorer you configured."""
+        return Scoring(self, self._score_span_lists, SharedPass(self._st.name, self.embed_and_cache, self.embed_query))
+
+    def warm_up(self) -> LateInteractionScorer:
+        """Load the model now (it otherwise loads on first use); returns self."""
+        _ = self._st.model
+        return self
+
+    def _forward(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        model = self._st.model
+        special = set(model.tokenizer.all_special_ids)
+        out = model.encode(list(texts), batch_size=self._st.batch_size, output_value=None, show_progress_bar=False)
+        vecs: list[np.ndarray] = []
+        tokens: list[np.ndarray] = []
+        for row in out:
+            sent = row["sentence_embedding"].float().cpu().numpy()
+            vecs.append(sent / (np.linalg.norm(sent) or 1.0))
+            keep = np.array([int(i) not in special for i in row["input_ids"]], dtype=bool)
+            tok = row["token_embeddings"].float().cpu().numpy()[keep]
+            norms = np.linalg.norm(tok, axis=1, keepdims=True)
+            tokens.append((tok / np.where(norms == 0, 1.0, norms)).astype(np.float32))
+        return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1), tokens
+
+    def embed_and_cache(self, texts: Sequence[str]) -> np.ndarray:
+        """Dense embeddings of ``texts`` (as the shared embedder makes them), keeping their token vectors."""
+        if not texts:
+            return np.zeros((0, self._st.dimension), dtype=np.float32)
+        vecs, tokens = self._forward(texts)
+        for text, tok in zip(texts, tokens, strict=True):
+            self.cache.put(text_key(text), tok)
+        return vecs
+
+    def _passage_tokens(self, passages: Sequence[str]) -> list[np.ndarray]:
+        keys = [text_key(p) for p in passages]
+        found: list[np.ndarray | None] = [self.cache.get(k) for k in keys]
+        missing = list(dict.fromkeys(p for p, f in zip(passages, found, strict=True) if f is None))
+        if missing:
+            _, tokens = self._forward(missing)
+            self.encoded_at_query_time += len(missing)
+            fresh = dict(zip(missing, tokens, strict=True))
+            for text, tok in fresh.items():
+                self.cache.put(text_key(text), tok)
+            found = [f if f is not None else fresh[p] for p, f in zip(passages, found, strict=True)]
+        return [f for f in found if f is not None]
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's dense embedding, keeping its token vectors for the verification that follows
+        (one forward pass serves retrieval and verification)."""
+        (vec,), (tok,) = self._forward([query])
+        self._remember_query(query, tok)
+        return vec
+
+    def _remember_query(self, query: str, tokens: np.ndarray) -> None:
+        with self._qlock:
+            self._queries[query] = tokens
+            self._queries.move_to_end(query)
+            while len(self._queries) > 1024:
+                self._queries.popitem(last=False)
+
+    def _query_tokens(self, query: str) -> np.ndarray:
+        with self._qlock:
+            hit = self._queries.get(query)
+            if hit is not None:
+                self._queries.move_to_end(query)
+                return hit
+        _, (tok,) = self._forward([query])
+        self._remember_query(query, tok)
+        return tok
+
+    def raw_scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """Uncalibrated MaxSim scores (what the calibration was fitted on)."""
+        if len(passages) == 0:
+            return np.zeros(0, dtype=np.float64)
+        q = self._query_tokens(query)
+        return np.array([maxsim(q, p) for p in self._passage_tokens(passages)], dtype=np.float64)
+
+    def _token_offsets(self, text: str) -> np.ndarray:
+        """Character offsets in ``text`` of the token vectors :meth:`_forward` keeps for it
+        (the same tokenizer, truncation and special-token filter; sentence-transformers
+        tokenizes the stripped text, hence the shift)."""
+        model = self._st.model
+        tokenizer = model.tokenizer
+        stripped = text.strip()
+        shift = len(text) - len(text.lstrip())
+        enc = tokenizer(stripped, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
+        special = set(tokenizer.all_special_ids)
+        rows = [off for tid, off in zip(enc["input_ids"], enc["offset_mapping"], strict=True) if int(tid) not in special]
+        return np.asarray(rows, dtype=np.int64).reshape(-1, 2) + shift
+
+    def score_spans(self, query: str, text: str, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """P(relevant) of each character span of ``text`` (its sentences) from the passage's own
+        contextual token vectors: MaxSim over the tokens that start inside the span, so a pronoun
+        carries what the model read around it and no model runs when the passage is cached.
+        A span past the model's max length has no token vectors and is encoded alone."""
+        if not spans:
+            return np.zeros(0, dtype=np.float64)
+        q = self._query_tokens(query)
+        (tokens,) = self._passage_tokens([text])
+        offsets = self._token_offsets(text)
+        if len(offsets) != len(tokens):
+            raise RuntimeError(f"late interaction: {len(offsets)} token offsets for {len(tokens)} token vectors of one passage; tokenizer and model disagree")
+        raw: list[float | None] = []
+        for a, b in spans:
+            inside = (offsets[:, 0] >= a) & (offsets[:, 0] < b)
+            raw.append(maxsim(q, tokens[inside]) if inside.any() else None)
+        alone = [text[a:b] for (a, b), r in zip(spans, raw, strict=True) if r is None]
+        if alone:
+            extra = iter(self._passage_tokens(alone))
+            raw = [r if r is not None else maxsim(q, next(extra)) for r in raw]
+        self.pairs_scored += len(spans)
+        return self.calibration(np.asarray(raw, dtype=np.float64))
+
+    def _score_span_lists(self, query: str, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]) -> list[np.ndarray]:
+        return [self.score_spans(query, t, sp) for t, sp in zip(texts, spans, strict=True)]
+
+    def score(self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None) -> np.ndarray:
+        """Calibrated P(relevant); ``query_vec`` is unused (the query's token vectors are kept by text)."""
+        raw = self.raw_scores(query, passages)
+        self.pairs_scored += len(passages)
+        return self.calibration(raw)

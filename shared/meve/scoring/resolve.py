@@ -1,0 +1,118 @@
+"""Which scorer a name means, and how a MeVe runs it: the one place that knows every scorer.
+
+Phases never ask which scorer they hold: a MeVe resolves its ``scorer=`` once, here, into a
+:class:`~meve.scoring.protocols.Scoring` (passage scores, sentence scores, an optional shared pass).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from meve.core.errors import ConfigError
+from meve.scoring.cosine import CosineScorer
+from meve.scoring.cross_encoder import CrossEncoderScorer
+from meve.scoring.embedders import default_embedder
+from meve.scoring.late_interaction import LateInteractionScorer
+from meve.scoring.meve_cross_encoder import SHIPPED, MeveCrossEncoderScorer
+from meve.scoring.protocols import Embedder, ProvidesScoring, Scorer, Scoring
+
+__all__ = ["SCORER_NAMES", "Models", "ScorerSpec", "make_scorer", "make_scoring", "store_scoring"]
+
+#: What ``scorer=`` accepts: a name, a scorer object, a resolved Scoring, or None (the default).
+ScorerSpec = Scoring | Scorer | str | None
+SCORER_NAMES = ("late-interaction", "meve-cross-encoder", "meve-cross-encoder-l3", "cosine")
+_ALLOWED = ", ".join(repr(n) for n in SCORER_NAMES)
+
+
+def _name(spec: str | None) -> str:
+    return spec if spec is not None else (os.environ.get("MEVE_SCORER") or "late-interaction")
+
+
+def make_scoring(spec: ScorerSpec, embedder: Embedder) -> Scoring:
+    """The scoring a MeVe over ``embedder`` runs, never a silent substitute.
+
+    A name (or ``None``: ``$MEVE_SCORER``, else ``"late-interaction"``): ``"late-interaction"``
+    shares the embedder's forward pass and scores sentences in their passage's context;
+    ``"meve-cross-encoder"`` / ``"-l3"`` are meve's shipped cross-encoders; ``"cosine"`` the
+    bi-encoder baseline; any other string a sentence-transformers cross-encoder name or path (one
+    that cannot load raises :class:`ConfigError` naming it). A scorer object runs through the one
+    protocol (:meth:`Scoring.of`) unless it provides its own (:class:`ProvidesScoring`; its shared
+    pass is kept only over the embedder it was built on). A :class:`Scoring` is taken as it is,
+    after checking that its shared pass makes ``embedder``'s vectors.
+    """
+    if isinstance(spec, Scoring):
+        if spec.shared is not None and spec.shared.name != embedder.name:
+            allowed = f"a Scoring whose shared pass makes the embedder's vectors ({embedder.name!r}), or one with shared=None"
+            raise ConfigError("scorer", spec.shared.name, allowed)
+        return spec
+    if isinstance(spec, ProvidesScoring):
+        own = spec.scoring()
+        # A shared pass makes the vectors of the model the scorer runs; over another embedder
+        # the MeVe's vectors come from that embedder, and only the sentence scoring is the scorer's.
+        return own if own.shared is None or own.shared.name == embedder.name else replace(own, shared=None)
+    if spec is not None and not isinstance(spec, str):
+        return Scoring.of(spec)
+    name = _name(spec)
+    if name == "late-interaction":
+        return LateInteractionScorer(embedder).scoring()
+    if name == "cosine":
+        return Scoring.of(CosineScorer(embedder))
+    if name in SHIPPED:
+        return MeveCrossEncoderScorer.shipped(name).scoring()
+    if not name.strip():
+        raise ConfigError("scorer", name, f"{_ALLOWED} or a cross-encoder name/path")
+    try:
+        return Scoring.of(CrossEncoderScorer(name).load())
+    except Exception as exc:
+        raise ConfigError("scorer", name, f"{_ALLOWED} or a loadable cross-encoder name/path (loading it failed: {type(exc).__name__}: {exc})") from exc
+
+
+def make_scorer(spec: Scorer | str | None = None, embedder: Embedder | None = None) -> Scorer:
+    """A scorer from a name (as :func:`make_scoring`), over ``embedder`` (default: meve's MiniLM)."""
+    return make_scoring(spec, embedder if embedder is not None else default_embedder()).scorer
+
+
+def store_scoring(spec: ScorerSpec, store_embedder: Embedder) -> Scoring:
+    """The scoring over a user's own vector store or index, whose embedding model need not be
+    meve's: the default late interaction runs meve's MiniLM (the model its calibration was fitted
+    on) with no shared pass (the store makes its own vectors), ``"cosine"`` compares in the
+    store's own vector space, anything else as :func:`make_scoring`."""
+    if spec is not None and not isinstance(spec, str):
+        return make_scoring(spec, store_embedder)
+    name = _name(spec)
+    if name == "late-interaction":
+        return replace(make_scoring(name, default_embedder()), shared=None)
+    return make_scoring(name, store_embedder)
+
+
+class Models:
+    """The embedder and scorer a component was given, or the defaults, resolved on first use
+    (so nothing loads until a model is really needed). ``scorer`` is anything :func:`make_scoring`
+    takes; ``store=True`` resolves it as :func:`store_scoring` does."""
+
+    def __init__(self, embedder: Embedder | None = None, scorer: ScorerSpec = None, *, store: bool = False) -> None:
+        self._embedder = embedder
+        self._spec = scorer
+        self._store = store
+        self._scoring: Scoring | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder given, else meve's default (loaded on first use)."""
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    @property
+    def scoring(self) -> Scoring:
+        """The resolved scoring (resolved once)."""
+        if self._scoring is None:
+            resolve = store_scoring if self._store else make_scoring
+            self._scoring = resolve(self._spec, self.embedder)
+        return self._scoring
+
+    @property
+    def scorer(self) -> Scorer:
+        """The scorer of :attr:`scoring`."""
+        return self.scoring.scorer
