@@ -29,12 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import answer_in, default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
-from meve.scoring.cosine import CosineScorer
+from benchmarks.harness.common import default_verifier, embedder, li_verifier, pct, prime, squad, squad_dev_split
+from benchmarks.harness.metrics import answer_in
+from benchmarks.harness.splits import parity
 from meve import MeVe, MeVeConfig, get_token_counter
+from meve.core.records import ContextResult
 from meve.core.text import split_sentences
 from meve.mindref.documents import DOC_SIGNALS, Document, fuse_documents, lead_text, sentence_windows
-from meve.core.records import ContextResult
+from meve.scoring.cosine import CosineScorer
 from meve.scoring.late_interaction import LateInteractionScorer
 
 GRID_VALUES = (0.0, 0.25, 0.5, 1.0)
@@ -57,7 +59,7 @@ def hotpot(data: Path) -> tuple[list[Document], dict[str, list[dict[str, Any]]]]
             "gold_docs": sorted({t for t, _ in q["supporting_facts"]}),
             "sup_sents": [ctx[t][i].strip() for t, i in q["supporting_facts"] if t in ctx and i < len(ctx[t])],
         }
-        split["dev" if int(hashlib.sha256(q["_id"].encode()).hexdigest(), 16) % 2 == 0 else "test"].append(item)
+        split[parity(q["_id"])].append(item)
     return [Document(t, t, x) for t, x in docs.items()], split
 
 
@@ -319,3 +321,30 @@ def growth(data: Path, sizes: Sequence[int], n_queries: int = 30) -> dict[str, A
             f"not model runs. {n_queries} HotpotQA test questions per size, after one warm-up query."
         ),
     }
+
+
+def exact_localisation(data: Path, sizes: list[int], probes: int = 200) -> list[dict[str, Any]]:
+    """Suffix-array localisation of 16-token prefixes against corpus size (HotpotQA paragraphs, copied to size)."""
+    from meve.mindref.locate import ExactIndex
+
+    raw = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_500_factoid.orig.json").read_text())
+    base = [" ".join(s) for q in raw for _, s in q["context"]]
+    counter = get_token_counter()
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        docs = [(f"d{i}", f"{base[i % len(base)]} [copy {i // len(base)}]") for i in range(n)]
+        t0 = time.perf_counter()
+        index = ExactIndex.from_documents(docs)
+        build = time.perf_counter() - t0
+        lat = []
+        for _ in range(probes):
+            doc_id, text = docs[int(rng.integers(n))]
+            start = int(rng.integers(max(1, len(text) - 200)))
+            prefix = counter.truncate(text[start:], 16)
+            t0 = time.perf_counter()
+            index.locate(prefix, limit=10)
+            lat.append((time.perf_counter() - t0) * 1e6)
+            assert any(s.doc_id == doc_id and s.start == start for s in index.locate(prefix)), "oracle"
+        rows.append({"documents": n, "build_s": round(build, 2), "locate_us_p50": round(pct(lat, 50), 1), "locate_us_p95": round(pct(lat, 95), 1)})
+    return rows

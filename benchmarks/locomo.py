@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import embedder
+from benchmarks.harness.common import embedder
 from meve import get_token_counter
 from meve.retrieval.chroma import chroma_client
 

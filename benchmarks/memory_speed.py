@@ -59,8 +59,8 @@ def _pct(xs, q):
 
 def memory_scaling(sizes, reps=30):
     from meve import MemoryConfig, MomentaryMemory
-    from meve.scoring.embedders import default_embedder
     from meve.retrieval.chroma import chroma_client
+    from meve.scoring.embedders import default_embedder
 
     rng = np.random.default_rng(0)
     model = default_embedder().inner  # uncached: the real per-call model time
@@ -90,7 +90,7 @@ def memory_scaling(sizes, reps=30):
         count_ms = []
         for _ in range(reps):
             t0 = time.perf_counter()
-            reopened._collections[0].count()
+            reopened._store.collections[0].count()
             count_ms.append((time.perf_counter() - t0) * 1000)
         add_ms, rec_ms = [], []
         for i in range(reps):
@@ -177,8 +177,8 @@ def query_rss(n_queries=5000, n_turns=200, checkpoints=(1000, 2500, 5000)):
     """Resident memory over many distinct queries to one memory with the real default embedder,
     whose process-wide cache of query vectors is bounded by bytes (128 MiB by default)."""
     from meve import MemoryConfig, MomentaryMemory
-    from meve.scoring.embedders import default_embedder
     from meve.retrieval.chroma import chroma_client
+    from meve.scoring.embedders import default_embedder
 
     rng = np.random.default_rng(2)
     embedder = default_embedder()

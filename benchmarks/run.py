@@ -2,7 +2,7 @@
 
     make bench-quick    # python -m benchmarks.run --quick   (small slices; minutes once embeddings are cached)
     make bench          # python -m benchmarks.run --full    (everything; about an hour on 2 CPU cores)
-    python -m benchmarks.run --full --data /path/to/data --only quality,memory
+    python -m benchmarks.run --full --data /path/to/data --only context,memory_lodo
 
 Data come from ../shared/data by default (hotpotqa/, wikipedia/, locomo/); pass --data elsewhere.
 Embeddings are cached under benchmarks/.cache, so no text is embedded twice across runs.
@@ -17,9 +17,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from benchmarks import report
-from benchmarks.common import RESULTS, data_dir, embedder, machine
+from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("verifier", "minimal", "minimal_documents", "unanswerable", "startup", "quality", "hierarchical", "memory", "memory_speed", "speed", "bm25", "race")
+SECTIONS = ("context", "memory_lodo", "verifier", "unanswerable", "startup", "hierarchical", "memory_speed", "speed", "bm25", "race")
 
 
 def main() -> None:
@@ -28,7 +28,6 @@ def main() -> None:
     mode.add_argument("--quick", action="store_true", help="small slices (default)")
     mode.add_argument("--full", action="store_true", help="every dataset and size")
     parser.add_argument("--data", help="folder holding hotpotqa/, wikipedia/, locomo/ (default ../shared/data)")
-    parser.add_argument("--verifier", help="minimal only: tune and report MeVe with this verifier (e.g. meve-cross-encoder), saved apart")
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (bm25, race: those parts of speed alone)")
     parser.add_argument(
         "--race-sizes",
@@ -56,23 +55,19 @@ def main() -> None:
         print(f"wrote benchmarks/results/{name}.json", flush=True)
 
     t0 = time.perf_counter()
+    if "context" in only:
+        from benchmarks import context
+
+        limit = 300 if full else 40
+        save("context", context.add_calibrated(data, context.run(data, dev_limit=200 if full else 40, test_limit=limit), test_limit=limit))
+    if "memory_lodo" in only:
+        from benchmarks import memory_lodo
+
+        save("memory_lodo", memory_lodo.run(data))
     if "verifier" in only:
         from benchmarks import verifier
 
         save("verifier", verifier.run(data, full))
-    if "minimal" in only:
-        from benchmarks import minimal
-
-        # tuned on dev halves, reported on test halves; --verifier adds an arm with another verifier, saved apart
-        if args.verifier:
-            save(f"minimal_{args.verifier.replace('-', '_')}", minimal.run(data, limit=None if full else 30, verifier=args.verifier))
-        else:
-            save("minimal", minimal.run(data, limit=None if full else 30))
-    if "minimal_documents" in only:
-        from benchmarks import minimal_documents
-
-        # nothing tuned: MeVeConfig() over documents, compared with results/minimal.json's baselines
-        save("minimal_documents", minimal_documents.run(data, limit=None if full else 30))
     if "unanswerable" in only:
         from benchmarks import unanswerable
 
@@ -81,13 +76,8 @@ def main() -> None:
         from benchmarks import startup
 
         save("startup", startup.run(data, repeats=3 if full else 1))
-    if "quality" in only:
-        from benchmarks import quality
-
-        save("quality_hotpotqa", quality.hotpot(data, full, limit=None if full else 40))
-        save("quality_wikipedia", quality.wikipedia(data))
     if "hierarchical" in only:
-        from benchmarks import hierarchical, quality
+        from benchmarks import hierarchical
 
         sizes = [1_000, 10_000, 100_000] if full else [1_000, 10_000]
         save(
@@ -95,13 +85,9 @@ def main() -> None:
             {
                 "quality": hierarchical.run(data),  # tuned on dev questions, reported on test questions
                 "growth": hierarchical.growth(data, sizes),
-                "exact_localisation": quality.exact_localisation(data, sizes),
+                "exact_localisation": hierarchical.exact_localisation(data, sizes),
             },
         )
-    if "memory" in only:
-        from benchmarks import memory_tuning
-
-        save("memory_tuning", memory_tuning.run(data))  # tuned on conversations 0-4, reported on 5-9; no quick variant
     if "memory_speed" in only:
         from benchmarks import memory_speed
 

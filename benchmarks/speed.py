@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 import psutil
 
-from benchmarks.common import CACHE, MEVE_KNOBS, acting, default_verifier, embedder, li_verifier, pct, prime
+from benchmarks.harness.common import CACHE, MEVE_KNOBS, acting, default_verifier, embedder, li_verifier, pct, prime
 from meve import CrossEncoderScorer, MeVe, MeVeConfig, SentenceTransformerEmbedder
 from meve.core.text import split_sentences
 from meve.retrieval.bm25 import Bm25sBackend, IncrementalBM25, RankBM25Backend, top_k
-from meve.scoring.protocols import Scoring
 from meve.scoring.cosine import sigmoid
 from meve.scoring.late_interaction import LateInteractionScorer
+from meve.scoring.protocols import Scoring
 
 
 def cross_encoder_path() -> str:
@@ -159,6 +159,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
     from llama_index.core.llms.mock import MockLLM
     from llama_index.core.postprocessor import SentenceTransformerRerank, SimilarityPostprocessor
     from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
     from llama_index.core.schema import TextNode
     from llama_index.retrievers.bm25 import BM25Retriever as LIBM25Retriever
     from llama_index.vector_stores.chroma import ChromaVectorStore
@@ -294,7 +295,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
             [index.as_retriever(similarity_top_k=k), LIBM25Retriever.from_defaults(nodes=nodes, similarity_top_k=k)],
             similarity_top_k=k,
             num_queries=1,
-            mode="reciprocal_rerank",
+            mode=FUSION_MODES.RECIPROCAL_RANK,
             use_async=False,
             llm=MockLLM(),
         )
@@ -455,6 +456,7 @@ def verification_cost(data: Path, n_queries: int = 20, k: int = 20) -> dict[str,
     times: dict[str, list[float]] = {"plain": [], **{a: [] for a in arms}}
     agree: dict[str, list[float]] = {a: [] for a in arms}
     for q in queries(data, n_queries):
+        assert meve.store is not None
         cands = [p.text for p in meve.store.query(emb.encode([q])[0], k)]
         pairs = [(q, c) for c in cands]
         plain.predict(pairs[:2], show_progress_bar=False)

@@ -2,10 +2,10 @@
 
     python -m benchmarks.train_cross_encoder --steps 2500 --ship-step 2000 [--data DIR] [--seed 0]
     python -m benchmarks.train_cross_encoder --steps 2500 --layers 3 --freeze-embeddings \
-        --teacher shared/meve/verifier/cross_encoder.safetensors --out benchmarks/.cache/cross_encoder_l3 \
-        --ship shared/meve/verifier/cross_encoder_l3.safetensors
-    python -m benchmarks.train_cross_encoder --variants shared/meve/verifier/cross_encoder.safetensors
-    python -m benchmarks.train_cross_encoder --cascade-time shared/meve/verifier/cross_encoder.safetensors
+        --teacher shared/meve/weights/cross_encoder.safetensors --out benchmarks/.cache/cross_encoder_l3 \
+        --ship shared/meve/weights/cross_encoder_l3.safetensors
+    python -m benchmarks.train_cross_encoder --variants shared/meve/weights/cross_encoder.safetensors
+    python -m benchmarks.train_cross_encoder --cascade-time shared/meve/weights/cross_encoder.safetensors
 
 The shipped file is the step-2000 checkpoint of a 2,500-step schedule (the data held 2,477 full
 batches and the first run saved every 500 steps only), calibrated by :func:`calibrate`.
@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import RESULTS, data_dir, default_verifier, embedder, sha256_file, squad, squad_dev_split, squad_pairs
+from benchmarks.harness.common import RESULTS, data_dir, default_verifier, embedder, sha256_file, squad, squad_dev_split, squad_pairs
 from benchmarks.verifier import CROSS_ENCODERS, auc, score_pairs
 from meve.core.text import split_sentences
-from meve.scoring.meve_cross_encoder import CROSS_ENCODER_PATH, MeveCrossEncoderScorer, MiniLMCrossEncoder, SHIPPED, best_sentence, read_file
 from meve.scoring.calibration import Calibration, fit_platt
+from meve.scoring.meve_cross_encoder import CROSS_ENCODER_PATH, SHIPPED, MeveCrossEncoderScorer, MiniLMCrossEncoder, best_sentence, read_file
 
 _WORD = re.compile(r"\w+")
 _STOP = frozenset(
@@ -316,7 +316,7 @@ def variants(data: Path, weights: Path) -> dict[str, Any]:
         maxp = score_pairs(tune, ce.raw_scores)
         t_maxp = time.perf_counter() - t0
         t0 = time.perf_counter()
-        whole = score_pairs(tune, lambda q, ps, net=net: net.infer(q, ps))
+        whole = score_pairs(tune, net.infer)
         t_whole = time.perf_counter() - t0
         n_q = len(tune) / 4
         # The verify phase's load at k_init 20: a tune question against 20 tune paragraphs, by best sentence.
@@ -402,8 +402,17 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint = Path(a.calibrate_only)
     else:
         log = train(
-            data, steps=a.steps, batch=a.batch, seed=a.seed, out=Path(a.out), lr=a.lr, window_share=a.window_share, max_length=a.max_length,
-            layers=a.layers, freeze_embeddings=a.freeze_embeddings, teacher=Path(a.teacher) if a.teacher else None,
+            data,
+            steps=a.steps,
+            batch=a.batch,
+            seed=a.seed,
+            out=Path(a.out),
+            lr=a.lr,
+            window_share=a.window_share,
+            max_length=a.max_length,
+            layers=a.layers,
+            freeze_embeddings=a.freeze_embeddings,
+            teacher=Path(a.teacher) if a.teacher else None,
         )
         print(json.dumps(log, indent=2))
         checkpoint = Path(a.out) / f"step{a.ship_step or log['steps_run']}.safetensors"

@@ -2,7 +2,7 @@
 
 The verifier itself has no trained weights (MaxSim over the bundled MiniLM's
 token embeddings); what is fitted is its Platt scaling, on the *tune* half of the
-SQuAD v1.1 dev articles (``benchmarks.common.squad_dev_split``). BENCHMARKS.md
+SQuAD v1.1 dev articles (``benchmarks.harness.common.squad_dev_split``). BENCHMARKS.md
 reports only on the other half. Seeded; the data file's sha256 is logged and
 written into the safetensors metadata.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import data_dir, sha256_file, squad, squad_dev_split, squad_pairs
+from benchmarks.harness.common import data_dir, sha256_file, squad, squad_dev_split, squad_pairs
 from meve.scoring.calibration import CALIBRATION_PATH, Calibration, fit_platt
 from meve.scoring.late_interaction import LateInteractionScorer
 

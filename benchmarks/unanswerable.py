@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import MEVE_KNOBS, RESULTS, acting, answer_in, data_dir, machine, squad, squad_dev_split
+from benchmarks.harness.common import MEVE_KNOBS, RESULTS, acting, data_dir, machine, squad, squad_dev_split
+from benchmarks.harness.metrics import answer_in
 
 TAUS = (0.0, 0.05, 0.1, 0.2, 0.3)
 FLOORS = (0.0, 2.0, 4.0)

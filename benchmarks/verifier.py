@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import RESULTS, li_verifier, pct, squad, squad_dev_split, squad_pairs
+from benchmarks.harness.common import RESULTS, li_verifier, pct, squad, squad_dev_split, squad_pairs
+from meve import MeVe, MeVeConfig, SentenceTransformerEmbedder
+from meve.scoring.calibration import fit_platt
 from meve.scoring.cosine import CosineScorer
 from meve.scoring.embedders import CachedEmbedder
-from meve import MeVe, MeVeConfig, SentenceTransformerEmbedder
-from meve.scoring.meve_cross_encoder import MeveCrossEncoderScorer, SHIPPED
 from meve.scoring.late_interaction import LateInteractionScorer, maxsim, text_key
-from meve.scoring.calibration import fit_platt
+from meve.scoring.meve_cross_encoder import SHIPPED, MeveCrossEncoderScorer
 
 Pairs = list[tuple[str, str, int]]  # (query, passage, label)
 
@@ -35,6 +35,7 @@ CROSS_ENCODERS = {name.replace("-", "_"): name for name in SHIPPED}
 
 
 # -- metrics ------------------------------------------------------------------------------
+
 
 def auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC by the rank statistic (ties count half)."""
@@ -53,7 +54,7 @@ def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
     return float((hits[y] / (np.flatnonzero(y) + 1)).mean())
 
 
-def ece(labels: np.ndarray, probs: np.ndarray, bins: int = 10) -> tuple[float, list[dict[str, float]]]:
+def ece(labels: np.ndarray, probs: np.ndarray, bins: int = 10) -> tuple[float, list[dict[str, Any]]]:
     """Expected calibration error over equal-width bins, and the reliability rows behind it."""
     edges = np.linspace(0, 1, bins + 1)
     idx = np.clip(np.digitize(probs, edges[1:-1]), 0, bins - 1)
@@ -234,7 +235,8 @@ def learned_combination(data: Path, enc: Encoded, tune: Pairs, seed: int = 7) ->
     train = squad(data / "train" / "squad" / "squad-v1.1-train.explorer.json.gz")
     feats = Features(enc, squad_train_idf(data, li._st.model.tokenizer))
     rng = random.Random(seed)
-    X, y = [], []
+    X: list[list[float]] = []
+    y: list[int] = []
     for a in rng.sample(train, 30):
         texts = [p["context"] for p in a["paragraphs"]]
         vecs = enc.passages(texts)
@@ -312,7 +314,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     labels = np.array([y for _, _, y in tune])
     raw_li = score_pairs(tune, li.raw_scores)
     fp32 = score_pairs(tune, lambda q, ps: np.array([maxsim(li._query_tokens(q), tune_fp32[p]) for p in ps]))
-    selection = {
+    selection: dict[str, Any] = {
         "split": "SQuAD v1.1 dev, tune half of the articles",
         "pairs": len(tune),
         "auc": {
@@ -406,7 +408,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     # Cascades: a cheap scorer decides where it is sure (thresholds from the tune split: beyond
     # every tune pair on which the expensive scorer said otherwise), the expensive one elsewhere.
     cascade: dict[str, Any] = {}
-    tune_cheap = {"cosine": score_pairs(tune, enc.cosine), "late_interaction": cal(raw_li)}
+    tune_cheap: dict[str, np.ndarray] = {"cosine": score_pairs(tune, enc.cosine), "late_interaction": cal(raw_li)}
     for cheap, expensive, tune_pass in (
         ("cosine", "late_interaction", cal(raw_li) >= 0.5),
         *(("late_interaction", name, m.calibration(raw_ce[name]) >= 0.5) for name, m in mces.items()),
@@ -416,10 +418,10 @@ def run(data: Path, full: bool) -> dict[str, Any]:
         high = float(tc[~tune_pass].max()) if (~tune_pass).any() else -1.0
         row = {"fail_below": low, "pass_above": high}
         for name, pairs in sets.items():
-            c = score_pairs(pairs, enc.cosine) if cheap == "cosine" else held[name]["late_interaction"]
+            cheap_scores = score_pairs(pairs, enc.cosine) if cheap == "cosine" else held[name]["late_interaction"]
             full_pass = held[name][expensive] >= 0.5
-            decided = (c < low) | (c > high)
-            casc = np.where(c < low, False, np.where(c > high, True, full_pass))
+            decided = (cheap_scores < low) | (cheap_scores > high)
+            casc = np.where(cheap_scores < low, False, np.where(cheap_scores > high, True, full_pass))
             row[name] = {"skipped_fraction": float(decided.mean()), "agreement": float((casc == full_pass).mean())}
         cascade[f"{cheap}->{expensive}"] = row
 
@@ -429,7 +431,7 @@ def run(data: Path, full: bool) -> dict[str, Any]:
     eligible = [k for k in mean_dev if verify_ms[k] <= 300]
     selection["verify_ms_p50"] = verify_ms
     selection["chosen_by_rule"] = max(eligible, key=mean_dev.__getitem__) if eligible else None
-    out = {
+    out: dict[str, Any] = {
         "default": _default_name(),
         "selection": selection,
         "held_out": results,
@@ -465,6 +467,7 @@ def verify_cost(articles: list[dict[str, Any]], emb: SentenceTransformerEmbedder
     # No shared pass either, so the query's token vectors are made in the verify phase, as over a store meve did not build.
     cold_meve = MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=li_verifier(cold_li), config=MeVeConfig(k_init=20), follow_replicas=False)
     cold, _ = phase_ms(cold_meve)
+
     def clone(scorer: Any) -> MeVe:
         return MeVe(store=meve.store, lexical=meve.lexical, embedder=emb, scorer=scorer, config=MeVeConfig(k_init=20), follow_replicas=False)
 

@@ -3,7 +3,7 @@ multi-gigabyte file just before a timed arm is what it must not do."""
 
 import numpy as np
 
-from benchmarks import common
+from benchmarks.harness import common
 from meve.scoring.late_interaction import TokenVectorCache
 
 

@@ -21,15 +21,14 @@ class CosineScorer:
     """Bi-encoder cosine mapped to [0, 1] by a logistic.
 
     ``score = sigmoid((cos - center) / scale)``, so the pipeline's ``tau = 0.5``
-    means ``cos >= center``. ``center = 0.40`` and ``scale = 0.05`` were
-    calibrated for all-MiniLM-L6-v2 on the 103 HotpotQA dev questions in the
-    shared data (question vs. "title: paragraph"): at cos >= 0.40, 79% of
-    supporting paragraphs and 42% of the (deliberately similar) distractors
-    pass; at 0.30, 87% and 65%. It only re-applies the retriever's own similarity,
-    so it can trim a ranking's tail but not correct it (BENCHMARKS.md, "Verifier").
+    means ``cos >= center``. ``center = 0.664`` and ``scale = 0.163`` are a Platt
+    fit for all-MiniLM-L6-v2 on the registry's HotpotQA dev questions (question vs.
+    "title: paragraph", supporting paragraphs relevant; ``benchmarks/fitted/cosine_scorer.json``,
+    ``python -m benchmarks.record_fitted``). It only re-applies the retriever's own
+    similarity, so it can trim a ranking's tail but not correct it.
     """
 
-    def __init__(self, embedder: Embedder | None = None, *, center: float = 0.40, scale: float = 0.05) -> None:
+    def __init__(self, embedder: Embedder | None = None, *, center: float = 0.664, scale: float = 0.163) -> None:
         # Passages are embedded by text; a cache makes the vectors ingestion already made free.
         given = embedder if embedder is not None else default_embedder()
         self.embedder: Embedder = given if isinstance(given, CachedEmbedder) else CachedEmbedder(given)

@@ -1,23 +1,24 @@
-"""Shared benchmark plumbing: data paths, an on-disk embedding cache, timing, machine facts."""
+"""Shared benchmark plumbing: data paths, on-disk caches of embeddings and token vectors, timing,
+machine facts, SQuAD helpers. Splits come from :mod:`benchmarks.harness.splits`."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import platform
-import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from meve.scoring.protocols import Scoring
+from benchmarks.harness.splits import squad_halves
 from meve.scoring.late_interaction import LateInteractionScorer, TokenVectorCache, text_key
+from meve.scoring.protocols import Scoring
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 CACHE = ROOT / "benchmarks" / ".cache"
 
@@ -95,51 +96,12 @@ def embedder() -> DiskCachedEmbedder:
     return _embedder
 
 
-def answer_tokens(text: str) -> str:
-    """SQuAD's answer normalisation (lower case, no punctuation, no articles), as one
-    space-padded string of words, so a containment test matches whole words only."""
-    text = re.sub(r"\b(a|an|the)\b", " ", re.sub(r"[^\w\s]", " ", text.lower()))
-    return f" {' '.join(text.split())} "
-
-
-def answer_in(answers: Sequence[str], context: str) -> bool:
-    """A gold answer occurs in ``context`` as a run of whole normalised words: "no" is not found
-    in "not", nor "Ann" in "annual" (a plain substring test counted both)."""
-    ctx = answer_tokens(context)
-    return any(a.strip() and answer_tokens(a) in ctx for a in answers)
-
-
-# The MeVeConfig fields benchmarks.minimal's grid varies (and that its results report).
+# The MeVeConfig fields a benchmark's grid varies (and that its results report).
 MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate")
-
-Rows = Mapping[str, Mapping[str, Any]]  # one option's dev row per dataset
-
-
-def dev_gaps(rows: Rows, refs: Rows, metric: Mapping[str, str]) -> dict[str, float]:
-    """Per dataset: the option's rule metric minus the reference's."""
-    return {n: float(rows[n][metric[n]] - refs[n][metric[n]]) for n in rows}
-
-
-def dev_token_ratio(rows: Rows, refs: Rows) -> float:
-    """The option's mean token ratio to the references over the datasets."""
-    return float(np.mean([rows[n]["tokens"] / refs[n]["tokens"] for n in rows]))
-
-
-def default_rule(options: Sequence[Rows], refs: Rows, metric: Mapping[str, str], tolerance: float = 0.01) -> tuple[int, bool]:
-    """benchmarks.minimal's rule for MeVe's default, over options given as dev rows per dataset:
-    among those within ``tolerance`` of the reference on every dataset, the smallest token ratio;
-    if none is, the one whose worse gap is smallest (then the smallest ratio). Returns the chosen
-    index and whether it met the rule."""
-    worst = [min(dev_gaps(o, refs, metric).values()) for o in options]
-    ratio = [dev_token_ratio(o, refs) for o in options]
-    meets = [i for i, w in enumerate(worst) if w >= -tolerance]
-    if meets:
-        return min(meets, key=lambda i: ratio[i]), True
-    return max(range(len(options)), key=lambda i: (worst[i], -ratio[i])), False
 
 
 def acting(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The knobs of a MeVe setting (benchmarks.minimal's grid) that act: cut_ratio only with cut "ratio", prune_ratio only
+    """The knobs of a MeVe setting that act: cut_ratio only with cut "ratio", prune_ratio only
     with pruning, coverage_floor only with coverage (the grid and MeVeConfig carry different idle values).
     prune_gate 0 is idle too: grids before 2026-11-24 have no gate, which is the same as a gate of 0."""
     idle = {"cut_ratio"} if cfg["cut"] != "ratio" else set()
@@ -197,10 +159,9 @@ def squad(path: Path) -> list[dict[str, Any]]:
 
 
 def squad_dev_split(titles: Sequence[str]) -> dict[str, str]:
-    """Half the SQuAD dev articles for tuning ("tune"), the other half for reporting ("test"):
-    ordered by the sha256 of the title, so the split is fixed and independent of file order."""
-    ordered = sorted(titles, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
-    return {t: ("tune" if i < len(ordered) // 2 else "test") for i, t in enumerate(ordered)}
+    """The registry's SQuAD halves (:func:`benchmarks.harness.splits.squad_halves`), named as the
+    tuning scripts read them: "tune" (the registry's dev) and "test"."""
+    return {t: ("tune" if s == "dev" else "test") for t, s in squad_halves(titles).items()}
 
 
 def squad_pairs(articles: Sequence[dict[str, Any]], n_questions: int, seed: int, negatives: int = 3) -> list[tuple[str, str, int]]:

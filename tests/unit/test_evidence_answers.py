@@ -1,6 +1,6 @@
 """The benchmarks' answer test: whole normalised words, not substrings."""
 
-from benchmarks.common import answer_in
+from benchmarks.harness.metrics import answer_in
 
 
 def test_a_short_answer_is_not_found_inside_a_longer_word() -> None:

@@ -1,0 +1,178 @@
+"""Context quality, leave-one-dataset-out (issues 35 and 40): is MeVe's default context as small as
+its evidence, on data its default was not chosen on?
+
+Five data sets (:mod:`benchmarks.harness.data`): SQuAD, HotpotQA, WikiQA, SelQA (answer-sentence
+evidence) and the MS MARCO sample (passage-labelled), each split by the registry. The metric that
+chooses is evidence recall counted on the text of the context (:mod:`benchmarks.harness.metrics`);
+answer-in-context and passage-id recall are reported beside it.
+
+Protocol, fixed before the run:
+1. On each dev split: the dense, BM25 and hybrid (RRF) top-k curves for k = 1..10, and every
+   setting of GRID (48 MeVe settings, listed below).
+2. For each data set D: the setting with the best worst-case margin over the top-k frontier on
+   the other four dev splits (:func:`benchmarks.harness.lodo.choose`), reported on D's test split
+   beside the frontier there. That is the leave-one-dataset-out figure.
+3. The shipped default: the same rule over all five dev splits. On each test split it is shown
+   labelled in-distribution (D's dev split helped choose it).
+4. Beside them on every test split: the MeVe paper's untuned phases, the LODO choice with
+   verification off, the LODO choice with pruning switched the other way, and MeVeConfig() as it
+   stood when the run began.
+
+    python -m benchmarks.run --full --only context [--data DIR]
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import lodo
+from benchmarks.harness.arms import BASELINES, KS, evaluate, meve_system, topk_system
+from benchmarks.harness.common import default_verifier, pct
+from benchmarks.harness.corpus import Corpus
+from benchmarks.harness.data import CONTEXT_SETS, Dataset, load
+from benchmarks.harness.splits import write_fitted
+from meve import ContextResult, MeVeConfig, get_token_counter
+
+KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate")
+# 2 candidate sources x 6 verification rules (tau alone at four values, and two per-query cuts at
+# tau 0.1) x query coverage off/on x sentence pruning off/on = 48 settings; n_min 1 throughout.
+GRID: list[dict[str, Any]] = [
+    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": 0.8, "coverage": cov, "coverage_floor": 0.05 if cov else 0.0, "n_min": 1}
+    | {"prune": prune, "prune_ratio": 0.5, "prune_gate": 0.2}
+    for cand, (tau, cut), cov, prune in itertools.product(
+        ("dense", "hybrid"),
+        ((0.1, "none"), (0.3, "none"), (0.5, "none"), (0.7, "none"), (0.1, "gap"), (0.1, "ratio")),
+        (0.0, 0.3),
+        ("none", "scorer"),
+    )
+]
+PAPER = {"candidates": "dense", "tau": 0.5, "cut": "none", "cut_ratio": 0.8, "coverage": 0.0, "coverage_floor": 0.0, "n_min": 3, "prune": "none"}
+SHIPPED_AT_START = {k: getattr(MeVeConfig(), k) for k in KNOBS}
+REFERENCE_K = 3  # the token scale of the tie-break: each set's dense top-3
+
+
+def baselines(corpus: Corpus, ds: Dataset, split: str) -> dict[str, list[dict[str, Any]]]:
+    """Every top-k curve on one split."""
+    qs, counter = ds.splits[split].questions, get_token_counter()
+    return {name: [{"k": k, **evaluate(topk_system(corpus, name, k), qs, counter)} for k in KS] for name in BASELINES}
+
+
+def _meve(corpus: Corpus, ds: Dataset, split: str, setting: dict[str, Any]) -> dict[str, Any]:
+    kept: list[ContextResult] = []
+    row = {**setting, **evaluate(meve_system(corpus, setting), ds.splits[split].questions, get_token_counter(), keep=kept)}
+    for phase in ("verify", "prune"):
+        row[f"{phase}_ms_p50"] = round(pct([r.phase(phase).ms for r in kept], 50), 2)
+    row["empty_rate"] = round(sum(not r.documents for r in kept) / max(1, len(kept)), 4)
+    return row
+
+
+def _flip_prune(setting: dict[str, Any]) -> dict[str, Any]:
+    return {**setting, "prune": "none" if setting["prune"] != "none" else "scorer", "prune_ratio": 0.5, "prune_gate": 0.2}
+
+
+def _test_arms(chosen: dict[str, Any], default: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        "lodo_choice": chosen,
+        "default_in_distribution": default,
+        "paper": PAPER,
+        "no_verification": {**chosen, "verify": False},
+        "lodo_choice_prune_flipped": _flip_prune(chosen),
+        "meveconfig_at_start": SHIPPED_AT_START,
+    }
+
+
+def _summary(arm: dict[str, Any], curves: dict[str, list[dict[str, Any]]], reference: float) -> dict[str, Any]:
+    """A test row with its margin over the frontier and the tokens the frontier needs for its evidence."""
+    need = lodo.tokens_for(curves, arm["evidence"])
+    return {
+        **arm,
+        "frontier_at_tokens": round(lodo.frontier_at(curves, arm["tokens"]), 4),
+        "margin": round(lodo.margin(arm, curves), 4),
+        "frontier_tokens_for_same_evidence": None if need is None else round(need, 1),
+        "token_saving_at_equal_evidence": None if need is None or need == 0 else round(1 - arm["tokens"] / need, 4),
+        "tokens_vs_dense_top3": round(arm["tokens"] / reference, 4),
+    }
+
+
+def run(data: Path, dev_limit: int = 200, test_limit: int = 300) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    li, disk = default_verifier()
+    sets = {name: load(name, data, None) for name in CONTEXT_SETS}
+    for ds in sets.values():
+        ds.splits["dev"].questions = ds.splits["dev"].questions[:dev_limit]
+        ds.splits["test"].questions = ds.splits["test"].questions[:test_limit]
+    dev: dict[str, dict[str, Any]] = {}
+    for name, ds in sets.items():
+        part = ds.splits["dev"]
+        corpus = Corpus(f"{name}-dev", part.ids, part.texts, li)
+        dev[name] = {"baselines": baselines(corpus, ds, "dev"), "grid": [_meve(corpus, ds, "dev", s) for s in GRID]}
+        corpus.close()
+        disk.save(li.cache)
+        print(f"context: {name} dev done ({len(part.questions)} questions, {len(part.ids)} passages) at {time.perf_counter() - t0:.0f}s", flush=True)
+    curves = {n: dev[n]["baselines"] for n in sets}
+    reference = {n: curves[n]["dense"][REFERENCE_K - 1]["tokens"] for n in sets}
+    rows = [{n: dev[n]["grid"][i] for n in sets} for i in range(len(GRID))]
+    default_i = lodo.choose(rows, curves, reference)
+    choices = {}
+    for held_out in sets:
+        others = {n: c for n, c in curves.items() if n != held_out}
+        choices[held_out] = lodo.choose([{n: r[n] for n in others} for r in rows], others, reference)
+    print(f"context: default {GRID[default_i]}; LODO choices { {n: GRID[i] for n, i in choices.items()} }", flush=True)
+    out: dict[str, Any] = {"protocol": __doc__, "grid": GRID, "settings_tried": len(GRID), "default": GRID[default_i], "datasets": {}}
+    for name, ds in sets.items():
+        part = ds.splits["test"]
+        corpus = Corpus(f"{name}-test", part.ids, part.texts, li)
+        test_curves = baselines(corpus, ds, "test")
+        ref = test_curves["dense"][REFERENCE_K - 1]["tokens"]
+        arms = {label: _summary(_meve(corpus, ds, "test", s), test_curves, ref) for label, s in _test_arms(GRID[choices[name]], GRID[default_i]).items()}
+        corpus.close()
+        disk.save(li.cache)
+        dev_margins = {n: round(lodo.margin(dev[n]["grid"][choices[name]], curves[n]), 4) for n in sets if n != name}
+        out["datasets"][name] = {
+            "source": ds.source,
+            "evidence": ds.evidence,
+            "dev": {"questions": len(ds.splits["dev"].questions), "passages": len(ds.splits["dev"].ids), **dev[name]},
+            "test": {"questions": len(part.questions), "passages": len(part.ids), "baselines": test_curves, "arms": arms},
+            "lodo_choice": GRID[choices[name]],
+            "lodo_choice_dev_margins": dev_margins,
+        }
+        print(f"context: {name} test done at {time.perf_counter() - t0:.0f}s: {arms['lodo_choice']}", flush=True)
+    items = [q.id for ds in sets.values() for q in ds.splits["dev"].questions]
+    write_fitted(
+        "meve_config",
+        "MeVeConfig defaults (candidates, tau, cut, coverage, n_min, prune)",
+        items,
+        "python -m benchmarks.run --full --only context",
+        GRID[default_i],
+    )
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+CALIBRATION_TARGET = 0.9  # fixed before any calibrated run; not tuned
+
+
+def add_calibrated(data: Path, out: dict[str, Any], test_limit: int = 300, queries: int = 200) -> dict[str, Any]:
+    """The arm for issue 35's `meve calibrate`: on each left-out set, calibrate on its test corpus
+    (pseudo-questions made from the passages; no question or label of the set is read), apply the
+    calibration's tau and cut to the LODO choice, and evaluate on the test questions."""
+    li, disk = default_verifier()
+    for name, d in out["datasets"].items():
+        ds = load(name, data, None)
+        part = ds.splits["test"]
+        part.questions = part.questions[:test_limit]
+        corpus = Corpus(f"{name}-test", part.ids, part.texts, li)
+        corpus.meve.config = corpus.meve.config.replace(**{k: v for k, v in d["lodo_choice"].items() if k in KNOBS})
+        cal = corpus.meve.calibrate(target=CALIBRATION_TARGET, queries=queries, seed=0)
+        setting = {**d["lodo_choice"], **cal.config}
+        curves = d["test"]["baselines"]
+        arm = _summary(_meve(corpus, ds, "test", setting), curves, curves["dense"][REFERENCE_K - 1]["tokens"])
+        arm["calibration"] = {"config": cal.config, "pseudo_questions": cal.queries, "pseudo_recall": round(cal.recall, 4), "target": CALIBRATION_TARGET}
+        d["test"]["arms"]["lodo_choice_calibrated"] = arm
+        corpus.close()
+        disk.save(li.cache)
+        print(f"context: {name} calibrated: {cal.config} -> evidence {arm['evidence']}, tokens {arm['tokens']}, margin {arm['margin']}", flush=True)
+    return out

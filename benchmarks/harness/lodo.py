@@ -1,0 +1,67 @@
+"""Leave-one-dataset-out: choose on the other data sets' dev splits, report on the left-out test.
+
+The frontier is the best of the plain top-k curves (dense, BM25, hybrid) at a given token count:
+each curve's upper envelope through (0, 0) and its k = 1..10 points, linearly interpolated. A
+setting's margin on a data set is its evidence minus the frontier at its own mean tokens. The
+rule for a default: the best worst-case margin over the data sets it is chosen on; ties (within
+``TIE``) go to the fewer tokens relative to each set's dense top-3.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["TIE", "choose", "envelope_at", "frontier_at", "margin", "tokens_for"]
+
+TIE = 0.002
+Row = Mapping[str, Any]
+
+
+def _points(rows: Sequence[Row], metric: str) -> list[tuple[float, float]]:
+    return sorted((float(r["tokens"]), float(r[metric])) for r in rows)
+
+
+def envelope_at(rows: Sequence[Row], tokens: float, metric: str = "evidence") -> float:
+    """A curve's best ``metric`` at <= ``tokens`` mean tokens, interpolated between its points."""
+    best = 0.0
+    for (t0, a0), (t1, a1) in itertools.pairwise([(0.0, 0.0), *_points(rows, metric)]):
+        if t1 <= tokens:
+            best = max(best, a1)
+        elif t0 <= tokens < t1:
+            best = max(best, a0 + (a1 - a0) * (tokens - t0) / (t1 - t0))
+    return best
+
+
+def frontier_at(curves: Mapping[str, Sequence[Row]], tokens: float, metric: str = "evidence") -> float:
+    """The best top-k curve's ``metric`` at ``tokens``."""
+    return max(envelope_at(rows, tokens, metric) for rows in curves.values())
+
+
+def tokens_for(curves: Mapping[str, Sequence[Row]], value: float, metric: str = "evidence") -> float | None:
+    """The fewest mean tokens at which some top-k curve reaches ``value`` (interpolated), or None."""
+    best: float | None = None
+    for rows in curves.values():
+        for (t0, a0), (t1, a1) in itertools.pairwise([(0.0, 0.0), *_points(rows, metric)]):
+            if a1 >= value and a1 > a0:
+                t = t0 + (t1 - t0) * max(0.0, value - a0) / (a1 - a0) if a0 < value else t0
+                best = t if best is None else min(best, t)
+                break
+    return best
+
+
+def margin(row: Row, curves: Mapping[str, Sequence[Row]], metric: str = "evidence") -> float:
+    """``row``'s metric minus the frontier at ``row``'s tokens."""
+    return float(row[metric]) - frontier_at(curves, float(row["tokens"]), metric)
+
+
+def choose(results: Sequence[Mapping[str, Row]], curves: Mapping[str, Mapping[str, Sequence[Row]]], reference: Mapping[str, float]) -> int:
+    """The index of the setting with the best worst-case margin over the data sets in ``curves``
+    (``results[i][dataset]`` is setting i's dev row); ties within TIE to the smaller mean of tokens
+    over ``reference`` (each set's dense top-3 tokens)."""
+    names = list(curves)
+    worst = [min(margin(r[n], curves[n]) for n in names) for r in results]
+    ratio = [sum(float(r[n]["tokens"]) / reference[n] for n in names) / len(names) for r in results]
+    top = max(worst)
+    return min((i for i, w in enumerate(worst) if w >= top - TIE), key=lambda i: (ratio[i], -worst[i]))

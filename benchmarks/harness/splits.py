@@ -1,0 +1,102 @@
+"""The split registry: which items of each data set are dev and which are test.
+
+Every item a benchmark evaluates or a tuning run fits on has an id ``"<dataset>:<key>:<native
+id>"``; :func:`split_of` maps each id to exactly one split, so dev and test are disjoint by
+construction. The key is what the split is decided on:
+
+| dataset | key | rule |
+|---|---|---|
+| squad | article title | the "tune" half of the SQuAD v1.1 dev articles by sha256 of the title is dev (as the verifier's calibration has always been fitted) |
+| hotpotqa | question id | sha256 of the id even: dev, odd: test (the 512 questions of both shared files) |
+| wikiqa, selqa | the file the item came from | the official dev file is dev, the official test file is test |
+| msmarco | query id | sha256 of the id even: dev |
+| locomo | conversation index | conversations 0-4 dev, 5-9 test |
+| selqa_chat | the SelQA file of the conversation | as selqa |
+
+Every tuned value (thresholds, weights, document weights, calibrations) is committed with the ids
+it was fitted on under ``benchmarks/fitted/*.json``; ``tests/unit/test_splits.py`` fails when any
+of them is a test item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DATASETS", "FITTED", "Fitted", "check_fitted", "item_id", "load_fitted", "parity", "split_of", "squad_halves"]
+
+FITTED = Path(__file__).resolve().parents[1] / "fitted"
+DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat")
+
+
+def item_id(dataset: str, key: str, native: str) -> str:
+    """The registry id of one item (``key`` decides its split; see the module docstring)."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
+    return f"{dataset}:{key}:{native}"
+
+
+def parity(text: str) -> str:
+    """ "dev" when the sha256 of ``text`` is even, else "test"."""
+    return "dev" if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 2 == 0 else "test"
+
+
+def squad_halves(titles: Iterable[str]) -> dict[str, str]:
+    """SQuAD dev articles by sha256 of the title: the first half "dev" (the calibrations' "tune"
+    half), the rest "test"; fixed and independent of file order."""
+    ordered = sorted(titles, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
+    return {t: ("dev" if i < len(ordered) // 2 else "test") for i, t in enumerate(ordered)}
+
+
+def split_of(item: str, squad_split: Mapping[str, str] | None = None) -> str:
+    """ "dev" or "test" for a registry id. SQuAD ids need ``squad_split`` (title -> split, from
+    :func:`squad_halves` over the 48 dev articles); every other rule reads the id alone."""
+    dataset, key, _ = item.split(":", 2)
+    if dataset in ("hotpotqa", "msmarco"):
+        return parity(key)
+    if dataset in ("wikiqa", "selqa", "selqa_chat"):
+        if key not in ("dev", "test"):
+            raise ValueError(f"{item!r}: a {dataset} id names its file, dev or test")
+        return key
+    if dataset == "locomo":
+        return "dev" if int(key) < 5 else "test"
+    if dataset == "squad":
+        if squad_split is None:
+            raise ValueError("SQuAD ids need the article split (squad_halves over the dev articles)")
+        return squad_split[key]
+    raise ValueError(f"{item!r}: unknown dataset {dataset!r}")
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A tuned value and the items it was fitted on (registry ids), with the command that fitted it."""
+
+    knob: str
+    items: tuple[str, ...]
+    command: str
+    value: object = None
+
+
+def load_fitted(folder: Path = FITTED) -> list[Fitted]:
+    """Every committed fitted record."""
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        raw = json.loads(path.read_text())
+        out.append(Fitted(raw["knob"], tuple(raw["items"]), raw["command"], raw.get("value")))
+    return out
+
+
+def write_fitted(name: str, knob: str, items: Sequence[str], command: str, value: object = None, folder: Path = FITTED) -> Path:
+    """Record what a tuning run fitted and on which items (sorted, so reruns diff cleanly)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({"knob": knob, "command": command, "value": value, "items": sorted(set(items))}, indent=1) + "\n")
+    return path
+
+
+def check_fitted(records: Iterable[Fitted], split: Callable[[str], str]) -> list[str]:
+    """Every (knob, item) where a fitted value saw an item the registry calls test."""
+    return [f"{r.knob}: {item}" for r in records for item in r.items if split(item) != "dev"]

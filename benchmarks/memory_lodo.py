@@ -1,0 +1,166 @@
+"""Chat memory, leave-one-dataset-out (issue 35): does MomentaryMemory's default keep more evidence
+than plain recall filled to the same budget, on conversations its default was not chosen on?
+
+Two data sets (:mod:`benchmarks.harness.conversations`): LoCoMo and SelQA-chat. The metric that
+chooses is answerable evidence: evidence-turn recall counted on the rendered context's text (each
+question's evidence turns whose text stands in it), where a temporal question's evidence (LoCoMo
+category 2, whose answers are dates) counts only when the context shows the turns' dates. Plain
+evidence recall and the share of questions with all their evidence are reported beside. (The first
+run of this protocol, 2026-11-25, chose by plain recall, which never rewards a date; it chose
+dates off, making LoCoMo's temporal questions unanswerable. The metric was changed after that run;
+both runs are in BENCHMARKS.md.)
+
+Protocol, fixed before the run:
+1. On each dev split, at l_max 512: dense-fill, BM25-fill (stemmed or plain, whichever is better
+   on that dev split) and hybrid-fill (RRF), each filling the budget in its rank order and
+   rendered as the memory renders (``role: text`` lines in time order; each fill also with its
+   lines dated for a query about time, as ``dates="auto"`` renders, and the better of the two is
+   the baseline), and every setting of GRID
+   (24: fusion x dates x partner turns) replayed through meve.memory.select.
+2. For each data set D: the setting with the best margin over the best fill baseline on the other
+   set's dev split, reported on D's test split at 256, 512 and 1024 tokens beside the baselines.
+3. The shipped default: the best worst-case margin over both dev splits (in-distribution on each).
+4. Beside: MemoryConfig() as it stood when the run began, and the chosen setting through the
+   real MomentaryMemory (Chroma, MiniLM) on test at 512, which must match the replay.
+
+    python -m benchmarks.run --full --only memory_lodo [--data DIR]
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.harness.common import embedder
+from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, selqa_chat
+from benchmarks.harness.splits import write_fitted
+from meve import MemoryConfig, MomentaryMemory, get_token_counter
+from meve.core.config import asks_about_time
+from meve.retrieval.chroma import chroma_client
+
+BUDGET = 512
+BUDGETS = (256, 512, 1024)
+FUSIONS = (("weighted", 0.2), ("weighted", 0.5), ("weighted", 0.8), ("rrf", 0.5))
+GRID: list[dict[str, Any]] = [
+    {"fusion": f, "weights": {"bm25": w, "dense": round(1 - w, 2)}, "dates": d, "partner_turns": p}
+    for (f, w), d, p in itertools.product(FUSIONS, (False, True, "auto"), (False, True))
+]
+AT_START = {k: getattr(MemoryConfig(), k) for k in ("fusion", "weights", "dates", "partner_turns")}
+FILLS = ("dense", "bm25", "hybrid")
+METRIC = "answerable"
+DATED = re.compile(r"^\[\d{4}-\d\d-\d\d\] ")  # a context rendered with dates starts with one
+
+
+def _conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
+    return {"locomo": locomo(data), "selqa_chat": selqa_chat()}
+
+
+def _score(replays: list[Replay], qvecs: list[np.ndarray], run: Any) -> dict[str, float]:
+    counter = get_token_counter()
+    ev, full, answerable, toks = [], [], [], []
+    for rp, vecs in zip(replays, qvecs, strict=True):
+        by_id = {t.id: t for t in rp.conv.turns}
+        for q, qv in zip(rp.conv.questions, vecs, strict=True):
+            _, text = run(rp, q.text, qv)
+            kept = evidence_kept(q, text, by_id)
+            ev.append(kept)
+            full.append(float(kept == 1.0))
+            answerable.append(kept if q.category != "temporal" or DATED.match(text) else 0.0)
+            toks.append(counter.count(text))
+    return {
+        "answerable": round(float(np.mean(answerable)), 4),
+        "evidence": round(float(np.mean(ev)), 4),
+        "all_evidence": round(float(np.mean(full)), 4),
+        "tokens": round(float(np.mean(toks)), 1),
+        "questions": len(ev),
+    }
+
+
+def _setting(s: dict[str, Any], l_max: int) -> Any:
+    cfg = MemoryConfig(l_max=l_max, **s)
+    return lambda rp, q, qv: rp.memory(q, qv, cfg)
+
+
+def _fill(how: str, l_max: int, stem: bool = True, dated: bool = False) -> Any:
+    # dated: the fill rendered as dates="auto" renders (dated lines for a query about time), so a
+    # baseline is not denied temporal questions by its rendering.
+    return lambda rp, q, qv: rp.fill(rp.ranking(q, qv, how, stem=stem), l_max, dates=dated and asks_about_time(q))
+
+
+def _baselines(replays: list[Replay], qvecs: list[np.ndarray], l_max: int, stem: bool) -> dict[str, dict[str, float]]:
+    plain = {how: _score(replays, qvecs, _fill(how, l_max, stem)) for how in FILLS}
+    return {**plain, **{f"{how}, dated for time questions": _score(replays, qvecs, _fill(how, l_max, stem, True)) for how in FILLS}}
+
+
+def _real(convs: list[Conversation], setting: dict[str, Any], l_max: int) -> dict[str, float]:
+    """The setting through the real MomentaryMemory (Chroma, MiniLM from the embedding cache)."""
+    counter = get_token_counter()
+    ev = []
+    for conv in convs:
+        mem = MomentaryMemory(
+            conv.name, client=chroma_client(), embedders=[embedder()], collection_prefix=f"lodo{time.time_ns()}", config=MemoryConfig(**setting)
+        )
+        mem.add_many([{"text": t.text, "role": t.role, "turn_id": t.id, "timestamp": t.timestamp} for t in conv.turns])
+        by_id = {t.id: t for t in conv.turns}
+        for q in conv.questions:
+            ctx = mem.reconstruct(q.text, l_max=l_max)
+            ev.append(sum(by_id[e].text in ctx.text for e in q.evidence) / len(q.evidence))
+            assert ctx.token_count == counter.count(ctx.text) <= l_max
+    return {"evidence": round(float(np.mean(ev)), 4), "questions": len(ev)}
+
+
+def run(data: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    emb, counter = embedder(), get_token_counter()
+    sets = _conversations(data)
+    replays = {n: {s: [Replay(c, counter, emb.encode, emb.name) for c in convs] for s, convs in d.items()} for n, d in sets.items()}
+    qvecs = {n: {s: [emb.encode([q.text for q in rp.conv.questions]) for rp in rps] for s, rps in d.items()} for n, d in replays.items()}
+    emb.save()
+    print(f"memory: data ready at {time.perf_counter() - t0:.0f}s", flush=True)
+    dev: dict[str, Any] = {}
+    for n in MEMORY_SETS:
+        rps, qv = replays[n]["dev"], qvecs[n]["dev"]
+        stem = _score(rps, qv, _fill("bm25", BUDGET, True))[METRIC] >= _score(rps, qv, _fill("bm25", BUDGET, False))[METRIC]
+        base = _baselines(rps, qv, BUDGET, stem)
+        grid = [{**s, **_score(rps, qv, _setting(s, BUDGET))} for s in GRID]
+        dev[n] = {"bm25_stemmed": stem, "baselines": base, "best_baseline": max(b[METRIC] for b in base.values()), "grid": grid}
+        print(f"memory: {n} dev done at {time.perf_counter() - t0:.0f}s", flush=True)
+
+    def pick(names: list[str]) -> int:
+        worst = [min(dev[n]["grid"][i][METRIC] - dev[n]["best_baseline"] for n in names) for i in range(len(GRID))]
+        tokens = [float(np.mean([dev[n]["grid"][i]["tokens"] for n in names])) for i in range(len(GRID))]
+        return max(range(len(GRID)), key=lambda i: (round(worst[i], 3), -tokens[i]))
+
+    default_i = pick(list(MEMORY_SETS))
+    out: dict[str, Any] = {"protocol": __doc__, "metric": METRIC, "grid": GRID, "settings_tried": len(GRID), "default": GRID[default_i], "datasets": {}}
+    for n in MEMORY_SETS:
+        choice = pick([m for m in MEMORY_SETS if m != n])
+        rps, qv, stem = replays[n]["test"], qvecs[n]["test"], dev[n]["bm25_stemmed"]
+        test: dict[str, Any] = {}
+        for b in BUDGETS:
+            arms = {"lodo_choice": _score(rps, qv, _setting(GRID[choice], b)), "default_in_distribution": _score(rps, qv, _setting(GRID[default_i], b))}
+            arms["memoryconfig_at_start"] = _score(rps, qv, _setting(AT_START, b))
+            test[str(b)] = {"arms": arms, "baselines": _baselines(rps, qv, b, stem)}
+        test["real_memory_512"] = _real(sets[n]["test"], GRID[choice], BUDGET)
+        out["datasets"][n] = {
+            "dev": dev[n],
+            "lodo_choice": GRID[choice],
+            "test": test,
+            "questions": {s: sum(len(c.questions) for c in v) for s, v in sets[n].items()},
+        }
+        print(f"memory: {n} test done at {time.perf_counter() - t0:.0f}s", flush=True)
+    items = [q.id for n in MEMORY_SETS for c in sets[n]["dev"] for q in c.questions]
+    write_fitted(
+        "memory_config",
+        "MemoryConfig defaults (fusion, weights, dates, partner_turns)",
+        items,
+        "python -m benchmarks.run --full --only memory_lodo",
+        GRID[default_i],
+    )
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    return out

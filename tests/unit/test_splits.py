@@ -1,0 +1,62 @@
+"""Dev and test are disjoint by construction, and no tuned value ever saw a test item (issue 35).
+
+The registry (benchmarks/harness/splits.py) maps every item id to exactly one split; every tuned
+value is committed with the ids it was fitted on (benchmarks/fitted/*.json). The last test injects
+an overlap and expects the check to catch it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from benchmarks.harness.splits import DATASETS, FITTED, Fitted, check_fitted, item_id, load_fitted, split_of, squad_halves
+from tests.conftest import shared_data
+
+EXPECTED = {"meve_config", "memory_config", "late_interaction_calibration", "cross_encoder_calibration", "doc_weights", "fallback_rule", "cosine_scorer"}
+
+
+def _squad_split() -> dict[str, str]:
+    with gzip.open(shared_data("train", "squad", "squad-v1.1-dev.explorer.json.gz"), "rt", encoding="utf-8") as fh:
+        return squad_halves(a["title"] for a in json.load(fh)["data"])
+
+
+def test_every_shipped_tuned_value_has_a_record():
+    names = {p.stem for p in FITTED.glob("*.json")}
+    assert names >= EXPECTED, f"missing fitted records: {sorted(EXPECTED - names)}"
+    assert all(r.items for r in load_fitted())
+
+
+def test_no_tuned_value_saw_a_test_item():
+    squad = _squad_split()
+    leaks = check_fitted(load_fitted(), lambda i: split_of(i, squad))
+    assert leaks == [], f"tuned on test items: {leaks[:10]}"
+
+
+def test_each_rule_puts_an_id_in_exactly_one_split():
+    squad = {"A": "dev", "B": "test"}
+    assert split_of(item_id("squad", "A", "q1"), squad) == "dev" and split_of(item_id("squad", "B", "q2"), squad) == "test"
+    assert split_of(item_id("locomo", "4", "0")) == "dev" and split_of(item_id("locomo", "5", "0")) == "test"
+    assert split_of(item_id("wikiqa", "test", "Q1")) == "test" and split_of(item_id("selqa_chat", "dev", "ART/3")) == "dev"
+    hot = [split_of(item_id("hotpotqa", f"q{i}", f"q{i}")) for i in range(200)]
+    assert 60 < hot.count("dev") < 140  # sha256 parity halves the questions
+    with pytest.raises(ValueError, match="names its file"):
+        split_of("wikiqa:train:Q1")
+    with pytest.raises(ValueError, match="unknown dataset"):
+        item_id("nq", "x", "y")
+    assert set(DATASETS) >= {"squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat"}
+
+
+def test_an_injected_overlap_is_caught():
+    squad = _squad_split()
+    test_title = next(t for t, s in squad.items() if s == "test")
+    clean = Fitted(
+        "a knob", (item_id("locomo", "0", "1"), item_id("hotpotqa", "x", "x") if split_of("hotpotqa:x:x") == "dev" else item_id("locomo", "1", "1")), "cmd"
+    )
+    assert check_fitted([clean], lambda i: split_of(i, squad)) == []
+    leaked = Fitted("a knob", (*clean.items, item_id("squad", test_title, "q9"), item_id("locomo", "7", "0")), "cmd")
+    assert check_fitted([leaked], lambda i: split_of(i, squad)) == [f"a knob: squad:{test_title}:q9", "a knob: locomo:7:0"]
+    records = [*load_fitted(), leaked]
+    assert check_fitted(records, lambda i: split_of(i, squad))  # injected into the committed records, the check fails
