@@ -40,9 +40,7 @@ def ce(request, scorers):
 # than meaning: "absorb" against "take in" fails (model card, "Limits"); the 3-layer one, distilled
 # from it, inherits the miss. Strict, so a retrained model that fixes it turns this red and the card
 # gets updated.
-PARAPHRASE = pytest.mark.xfail(
-    strict=True, reason="meve's cross-encoders miss the paraphrase 'absorb' / 'take in' (P 0.03 with 6 layers, 0.26 with 3)"
-)
+PARAPHRASE = pytest.mark.xfail(strict=True, reason="meve's cross-encoders miss the paraphrase 'absorb' / 'take in' (P 0.03 with 6 layers, 0.26 with 3)")
 
 
 @pytest.mark.parametrize(
@@ -115,7 +113,7 @@ def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path, layers
     scaling on the slice's tune half, written as weights a MeveCrossEncoderScorer loads. The 3-layer
     model, distilled from the shipped 6-layer one as `make train-verifier` does, with frozen
     embeddings, stores no embeddings and loads them from the bundled MiniLM."""
-    from benchmarks.common import squad_dev_split
+    from benchmarks.harness.common import squad_dev_split
     from benchmarks.train_cross_encoder import calibrate, train
 
     answers = ["March 1889", "carbon dioxide", "Jane Austen"]
@@ -138,7 +136,16 @@ def test_training_runs_two_steps_and_calibrates_on_a_tiny_slice(tmp_path, layers
             json.dump({"version": "1.1", "data": [article(t) for t in titles]}, fh)
     assert "tune" in squad_dev_split(titles).values()
     log = train(
-        data, steps=2, batch=4, seed=0, out=tmp_path / "ckpt", lr=4e-5, window_share=0.35, max_length=64, layers=layers, freeze_embeddings=frozen,
+        data,
+        steps=2,
+        batch=4,
+        seed=0,
+        out=tmp_path / "ckpt",
+        lr=4e-5,
+        window_share=0.35,
+        max_length=64,
+        layers=layers,
+        freeze_embeddings=frozen,
         teacher=teacher,
     )
     assert log["teacher"] == (teacher.name if teacher else "none")

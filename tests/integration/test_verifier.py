@@ -73,7 +73,7 @@ def test_a_configured_late_interaction_object_runs_as_its_own_verifier(minilm):
     corpus = demo_corpus()["passages"]
     scorer = LateInteractionScorer(minilm)
     texts, ids = [p["text"] for p in corpus], [p["id"] for p in corpus]
-    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8, prune="scorer", prune_gate=0.0))
+    m = MeVe.from_texts(texts, ids=ids, embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=8, prune="scorer", prune_ratio=0.7, prune_gate=0.0))
     assert len(scorer.cache) == len(set(texts))
     r = m.run("In what year did John Boyd Dunlop develop the pneumatic tyre?")
     prune = r.phase("prune")

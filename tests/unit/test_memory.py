@@ -89,7 +89,8 @@ def test_reconstruct_keeps_recent_turn_relevant_turns_and_time_order():
     assert ids == sorted(ids)  # chronological
     assert ctx.token_count == m.token_counter.count(ctx.text) <= 200
     last = m.turns()[-1]
-    assert ctx.text.splitlines()[-1] == f"[{last.timestamp:%Y-%m-%d}] user: {last.text}"  # dated lines are the default
+    assert ctx.text.splitlines()[-1] == f"user: {last.text}"  # dates="auto": no dates for a question not about time
+    assert m.reconstruct("when did I get my dog Rex").text.splitlines()[-1] == f"[{last.timestamp:%Y-%m-%d}] user: {last.text}"
     assert sum(1 for tr in ctx.trace if tr.included) == len(ctx.turns)
     recent = next(tr for tr in ctx.trace if tr.seq == 6)
     assert recent.reason.startswith("most recent turn")
@@ -442,13 +443,13 @@ def test_dates_put_each_turns_day_on_its_line_and_in_the_budget():
     day = [T0 - timedelta(days=d) for d in (40, 3, 0)]
     m.add_many([{"text": t, "role": r, "timestamp": ts} for (r, t), ts in zip(CHAT[:2] + CHAT[-1:], day, strict=True)])
     plain = m.reconstruct("beagle", dates=False)
-    dated = m.reconstruct("beagle")
+    dated = m.reconstruct("beagle", dates=True)
     assert plain.turns == dated.turns and dated.dates and not plain.dates
     assert dated.text.splitlines() == [f"[{ts:%Y-%m-%d}] {r}: {t}" for (r, t), ts in zip(CHAT[:2] + CHAT[-1:], day, strict=True)]
     assert dated.token_count == m.token_counter.count(dated.text) > plain.token_count
     assert dated.content_of(dated.turns[0]) == f"[2024-03-22] {CHAT[0][1]}"
     # At a budget the undated context just fits, the dates push the lowest-priority turn out.
-    tight = m.reconstruct("beagle", l_max=plain.token_count)
+    tight = m.reconstruct("beagle", l_max=plain.token_count, dates=True)
     assert tight.token_count == m.token_counter.count(tight.text) <= plain.token_count and len(tight.turns) < len(plain.turns)
     with pytest.raises(ConfigError, match="dates"):
         MemoryConfig(dates="yes")
@@ -553,3 +554,15 @@ def test_another_handles_delete_and_add_that_keep_the_count_are_both_seen():
     a.add("a new turn about kiwis", "user")
     assert [t.text for t in b.turns()] == ["a turn about walruses that stays", "a new turn about kiwis"]
     assert "zebras" not in b.reconstruct("zebras", l_max=500).text
+
+
+def test_auto_dates_date_the_lines_only_for_a_question_about_time():
+    m = mem(dates="auto")
+    m.add("I adopted a beagle called Biscuit.", "user")
+    m.add("Lovely name.", "assistant")
+    m.add("Anything else?", "user")
+    plain = m.reconstruct("What is my dog called?", l_max=200)
+    timed = m.reconstruct("When did I adopt my dog?", l_max=200)
+    assert not plain.dates and "[20" not in plain.text
+    assert timed.dates and all(line.startswith("[20") for line in timed.text.splitlines())
+    assert timed.token_count == m.token_counter.count(timed.text) <= 200

@@ -195,6 +195,8 @@ def test_prune_keeps_whole_sentences_in_order_with_offsets_and_names_each_remove
     assert [d.id for d in out.dropped] == [f"d1@{a}-{b}" for a, b in sp[:3]]
     assert "0.200 < 0.5 x passage best 0.900" in out.dropped[0].reason and "Dunlop was a vet." in out.dropped[0].reason
     assert out.info["sentences_in"] == 5 and out.info["sentences_kept"] == 2
+    # The trace says, per passage, every sentence it scored, its score and whether it stayed.
+    assert out.info["sentences"]["d1"] == [[a, b, s, k] for (a, b), s, k in zip(sp, [0.2, 0.1, 0.05, 0.9, 0.6], [False, False, False, True, True], strict=True)]
 
 
 def test_prune_keeps_the_sentence_before_a_leading_pronoun_and_marks_gaps():

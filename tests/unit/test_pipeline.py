@@ -239,7 +239,7 @@ def test_prune_shortens_passages_keeps_ids_and_offsets_and_counts_the_rendered_t
 
 
 def test_prune_gate_keeps_passages_whole_and_the_trace_names_them():
-    m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, n_min=0, t_max=200))
+    m = MeVe.from_texts(LONG, embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(k_init=2, tau=0.3, cut="none", n_min=0, t_max=200))
     whole = m.run("Who designed the Eiffel tower in Paris?", prune="none")
     r = m.run("Who designed the Eiffel tower in Paris?", prune="scorer", prune_ratio=0.6, prune_gate=1.0)
     assert r.context == whole.context and r.phase("prune").dropped == ()

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import functools
 import math
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -92,65 +93,69 @@ def _replace(obj: Any, overrides: Mapping[str, Any]) -> Any:
 class MeVeConfig:
     """Settings of the five MeVe phases (defaults from the MeVe paper where it gives one).
 
-    k_init: candidates from the dense kNN search (phase 1).
-    candidates: "dense" (the paper's kNN) or "hybrid": the dense top k_init and the BM25 top
-        k_init fused by reciprocal rank, cut to k_init, so the verifier scores as many pairs.
-    tau: relevance threshold on the verifier's [0, 1] scale (phase 2): a cross-encoder's
-        sigmoid (or softmax) probability, the default verifier's calibrated P(relevant).
-        The default 0.1 (hybrid candidates, no cut, coverage 0.3 with floor 0.05, n_min 1, verifier
-        pruning 0.7 gated at 0.2): chosen on dev data by benchmarks/minimal.py's rule.
-    cut: a per-query cut beside tau (phase 2): "gap" keeps only the candidates above the
-        largest drop in this query's sorted scores (Adaptive-k), "ratio" those scoring
-        >= cut_ratio x the best; "none" leaves tau alone. Works with any verifier.
-    cut_ratio: the fraction of the best score that "ratio" keeps.
-    coverage: after tau and the cut (phase 2), a candidate left out is kept when it holds
-        query terms the kept passages lack, worth >= coverage of the query's weight (idf
-        within the candidates): the second half of "Are X and Y both ...?". Only when
-        something was verified; 0 turns it off. Works with any verifier.
-    coverage_floor: query coverage never keeps a candidate the verifier scores below this.
-    prune: sentence-level evidence pruning inside kept passages, after prioritisation:
-        "scorer" scores each sentence with the scorer, "embedder" by cosine with the
-        query (cheaper); "none" keeps passages whole.
-    prune_ratio: a sentence stays if it scores >= prune_ratio x its passage's best sentence.
-    prune_gate: only a passage whose best sentence scores >= this is pruned (on the pruning
-        scorer's scale); one below it, where the scorer located no evidence, stays whole.
-    n_min: fewer verified candidates than this trigger the BM25 fallback (phase 3).
-    fallback_k: BM25 results merged in when the fallback runs.
-    fallback_tau: a fallback passage the verifier scores below this is rejected, not added
-        (passages between fallback_tau and tau may pad the context to n_min; 0 disables).
-    fallback_min_bm25: a fallback passage needs a BM25 score above this (lexical evidence).
-    min_keep: after the fallback, a context of fewer passages than this is padded with the
-        candidates the verifier scored best among those left out, each with source "padded"
-        (0, the default: a context nothing passed stays empty, and the budget phase's
-        ``info["empty"]`` says why).
-    theta_redundancy: cosine above which a lower-ranked candidate is a near-duplicate (phase 4).
-    prioritisation: "redundancy" (drop near-duplicates), "novelty" (SARA-style
-        greedy selection) or "none" (ablation).
-    novelty_lambda: in novelty mode, weight of relevance against similarity to
-        what is already selected (1.0 = relevance only).
-    t_max: hard token budget of the packed context (phase 5).
-    verify / fallback: switch phases off for ablations.
-    retrieval: "dense" (kNN over passages) or "hierarchical" (documents first,
-        then passages inside them; needs a corpus built with documents).
-    separator: joins packed passages; its tokens count against t_max.
-    max_passages: at most this many passages in the context (None: only t_max limits);
-        the adapters map their ``k`` onto it.
-    k_docs: documents chosen by the document stage (hierarchical retrieval).
-    passage_tokens: size of the sentence windows scored inside chosen documents.
+    Attributes:
+        k_init: candidates from the dense kNN search (phase 1).
+        candidates: "dense" (the paper's kNN) or "hybrid": the dense top k_init and the BM25 top
+            k_init fused by reciprocal rank, cut to k_init, so the verifier scores as many pairs.
+        tau: relevance threshold on the verifier's [0, 1] scale (phase 2): a cross-encoder's
+            sigmoid (or softmax) probability, the default verifier's calibrated P(relevant).
+            The defaults of tau, cut, candidates, coverage and prune (dense candidates, tau 0.1,
+            the ratio cut at 0.8, no coverage, no pruning) were chosen together out of 48 settings
+            on five data sets' dev splits and checked leave-one-dataset-out on their test splits
+            (``benchmarks/context.py``; BENCHMARKS.md). The paper's phase is tau 0.5 with no cut.
+        cut: a per-query cut beside tau (phase 2): "gap" keeps only the candidates above the
+            largest drop in this query's sorted scores (Adaptive-k), "ratio" those scoring
+            >= cut_ratio x the best; "none" leaves tau alone. Works with any verifier.
+        cut_ratio: the fraction of the best score that "ratio" keeps.
+        coverage: after tau and the cut (phase 2), a candidate left out is kept when it holds
+            query terms the kept passages lack, worth >= coverage of the query's weight (idf
+            within the candidates): the second half of "Are X and Y both ...?". Only when
+            something was verified; 0 turns it off. Works with any verifier.
+        coverage_floor: query coverage never keeps a candidate the verifier scores below this.
+        prune: sentence-level evidence pruning inside kept passages, after prioritisation:
+            "scorer" scores each sentence with the scorer, "embedder" by cosine with the
+            query (cheaper); "none" keeps passages whole.
+        prune_ratio: a sentence stays if it scores >= prune_ratio x its passage's best sentence.
+        prune_gate: only a passage whose best sentence scores >= this is pruned (on the pruning
+            scorer's scale); one below it, where the scorer located no evidence, stays whole.
+        n_min: fewer verified candidates than this trigger the BM25 fallback (phase 3).
+        fallback_k: BM25 results merged in when the fallback runs.
+        fallback_tau: a fallback passage the verifier scores below this is rejected, not added
+            (passages between fallback_tau and tau may pad the context to n_min; 0 disables).
+        fallback_min_bm25: a fallback passage needs a BM25 score above this (lexical evidence).
+        min_keep: after the fallback, a context of fewer passages than this is padded with the
+            candidates the verifier scored best among those left out, each with source "padded"
+            (0, the default: a context nothing passed stays empty, and the budget phase's
+            ``info["empty"]`` says why).
+        theta_redundancy: cosine above which a lower-ranked candidate is a near-duplicate (phase 4).
+        prioritisation: "redundancy" (drop near-duplicates), "novelty" (SARA-style
+            greedy selection) or "none" (ablation).
+        novelty_lambda: in novelty mode, weight of relevance against similarity to
+            what is already selected (1.0 = relevance only).
+        t_max: hard token budget of the packed context (phase 5).
+        verify: False switches verification off (ablation): every candidate is kept, unverified.
+        fallback: False switches the BM25 fallback off (ablation).
+        retrieval: "dense" (kNN over passages) or "hierarchical" (documents first,
+            then passages inside them; needs a corpus built with documents).
+        separator: joins packed passages; its tokens count against t_max.
+        max_passages: at most this many passages in the context (None: only t_max limits);
+            the adapters map their ``k`` onto it.
+        k_docs: documents chosen by the document stage (hierarchical retrieval).
+        passage_tokens: size of the sentence windows scored inside chosen documents.
     """
 
-    # Phase 1. The defaults of phases 2-4 and pruning were chosen on dev data (BENCHMARKS.md); the
-    # paper has dense candidates, tau 0.5, n_min 3 and no pruning.
+    # Phase 1. The defaults of phases 2-4 and pruning were chosen leave-one-dataset-out
+    # (BENCHMARKS.md, "Context"); the paper has dense candidates, tau 0.5, n_min 3 and no pruning.
     k_init: int = 20
-    candidates: Candidates = "hybrid"
+    candidates: Candidates = "dense"
     retrieval: Retrieval = "dense"
     k_docs: int = 5
     passage_tokens: int = 150
-    # Phase 2 (cut_ratio is what cut="ratio" uses when a caller turns it on).
+    # Phase 2 (coverage_floor is what coverage uses when a caller turns it on).
     tau: float = 0.1
-    cut: Cut = "none"
+    cut: Cut = "ratio"
     cut_ratio: float = 0.8
-    coverage: float = 0.3
+    coverage: float = 0.0
     coverage_floor: float = 0.05
     # Phase 3.
     n_min: int = 1
@@ -162,9 +167,9 @@ class MeVeConfig:
     theta_redundancy: float = 0.85
     prioritisation: Prioritisation = "redundancy"
     novelty_lambda: float = 0.7
-    # Sentence pruning.
-    prune: Prune = "scorer"
-    prune_ratio: float = 0.7
+    # Sentence pruning: off by default (it cost evidence sentences on every data set; BENCHMARKS.md).
+    prune: Prune = "none"
+    prune_ratio: float = 0.5
     prune_gate: float = 0.2
     # Phase 5.
     t_max: int = 512
@@ -211,12 +216,30 @@ class MeVeConfig:
         return result
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (JSON-ready)."""
         return dataclasses.asdict(self)
 
 
+# Words that ask about time: a query holding one gets dated lines under dates="auto".
+_TIME = re.compile(
+    r"\b(when|date|dates|dated|year|years|month|months|week|weeks|day|days|ago|since|until|before|after|first|last|latest|recent|recently|"
+    r"earlier|later|yesterday|today|tomorrow|how long|how often|duration|time|times|timeline|morning|evening|night|weekend|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4})\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_time(query: str) -> bool:
+    """Whether ``query`` asks about time (a date, an order, a duration): ``dates="auto"`` dates the
+    rebuilt lines for such a query only."""
+    return _TIME.search(query) is not None
+
+
 def _default_weights() -> dict[str, float]:
-    # Chosen on LoCoMo dev conversations 0-4 and confirmed on 5-9 (BENCHMARKS.md, "Chat memory").
-    return {"bm25": 0.8, "dense": 0.2}
+    # With dates="auto" and partner turns: chosen on the dev splits of LoCoMo and SelQA-chat by the
+    # best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory, leave-one-dataset-out").
+    return {"bm25": 0.5, "dense": 0.5}
 
 
 def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None) -> dict[str, float]:
@@ -245,22 +268,25 @@ def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None
 class MemoryConfig:
     """Settings of Momentary Contexts reconstruction (Jeong, 2024).
 
-    top_k: at most this many past turns chosen by hybrid relevance (besides the recent ones);
-        None (default) fills ``l_max`` in fused-priority order.
-    l_max: hard token budget of the rebuilt context.
-    recent_turns: most recent turns always included.
-    fusion: "weighted" (min-max normalised weighted sum, eq. 12-13) or "rrf" (eq. 14).
-    weights: per-signal weights: 'bm25', 'dense' (all embedders) or an embedder's name.
-    rrf_k: the RRF damping constant.
-    max_turn_chars: longest turn accepted (longer raises InputError).
-    max_clock_skew_s: a timestamp further than this ahead of the clock is refused (one turn
-        from the future would make every later turn look out of order); also the window in
-        which turns from other processes are looked for.
-    stemming: BM25 over English Snowball stems (PyStemmer) instead of plain words.
-    partner_turns: after each turn recalled by relevance, its partner (the adjacent turn by the
-        other role: the reply, or the question) is added if it fits.
-    dates: every rendered line carries its turn's date (``[2023-05-08] user: ...``, counted in
-        ``l_max``), so a model can answer "when" questions about recalled turns.
+    Attributes:
+        top_k: at most this many past turns chosen by hybrid relevance (besides the recent ones);
+            None (default) fills ``l_max`` in fused-priority order.
+        l_max: hard token budget of the rebuilt context.
+        recent_turns: most recent turns always included.
+        fusion: "weighted" (min-max normalised weighted sum, eq. 12-13) or "rrf" (eq. 14).
+        weights: per-signal weights: 'bm25', 'dense' (all embedders) or an embedder's name.
+        rrf_k: the RRF damping constant.
+        max_turn_chars: longest turn accepted (longer raises InputError).
+        max_clock_skew_s: a timestamp further than this ahead of the clock is refused (one turn
+            from the future would make every later turn look out of order); also the window in
+            which turns from other processes are looked for.
+        stemming: BM25 over English Snowball stems (PyStemmer) instead of plain words.
+        partner_turns: after each turn recalled by relevance, its partner (the adjacent turn by the
+            other role: the reply, or the question) is added if it fits.
+        dates: every rendered line carries its turn's date (``[2023-05-08] user: ...``, counted in
+            ``l_max``), so a model can answer "when" questions about recalled turns; "auto" dates
+            the lines only for a query that asks about time (:func:`asks_about_time`), so other
+            queries spend those tokens on turns.
     """
 
     top_k: int | None = None
@@ -273,7 +299,7 @@ class MemoryConfig:
     max_clock_skew_s: float = 300.0
     stemming: bool = True
     partner_turns: bool = True
-    dates: bool = True
+    dates: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -285,10 +311,13 @@ class MemoryConfig:
         _int("rrf_k", self.rrf_k, 0)
         _int("max_turn_chars", self.max_turn_chars, 1)
         _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
-        for flag in ("stemming", "partner_turns", "dates"):
+        for flag in ("stemming", "partner_turns"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
+        if not isinstance(self.dates, bool) and self.dates != "auto":
+            raise ConfigError("dates", self.dates, "True, False or 'auto' (dated lines only for a query about time)")
 
     def replace(self, **overrides: Any) -> MemoryConfig:
+        """A validated copy with the given fields changed; ``None`` values are ignored."""
         result: MemoryConfig = _replace(self, overrides)
         return result

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.config import MemoryConfig, validate_weights
+from meve.core.config import MemoryConfig, asks_about_time, validate_weights
 from meve.core.errors import InputError, StoreError
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
@@ -311,7 +311,7 @@ class MomentaryMemory:
         recent_turns: int | None = None,
         keep_roles: Sequence[str] = (),
         skip_roles: Sequence[str] = (),
-        dates: bool | None = None,
+        dates: bool | str | None = None,
     ) -> MemoryContext:
         """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig).
 
@@ -327,6 +327,7 @@ class MomentaryMemory:
         t0 = time.perf_counter()
         query = check_query(query)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates)
+        cfg = cfg.replace(dates=cfg.dates is True or (cfg.dates == "auto" and asks_about_time(query)))  # "auto" decided per query
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
@@ -348,7 +349,7 @@ class MomentaryMemory:
             token_count=sel.tokens,
             l_max=cfg.l_max,
             fusion=cfg.fusion,
-            dates=cfg.dates,
+            dates=cfg.dates is True,
             ms=(time.perf_counter() - t0) * 1000.0,
             build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
         )

@@ -73,7 +73,7 @@ class _Fill:
 
     def line(self, i: int) -> int:
         extra = 0
-        if self.cfg.dates:
+        if self.cfg.dates is True:
             day = int(self.snap.keys[i][0] // 86_400)
             extra = self._dated.get(day, -1)
             if extra < 0:
@@ -100,7 +100,7 @@ def _recent(fill: _Fill, recent: Sequence[int]) -> None:
         need = fill.ledger.cost(own)
         if fill.take(i, turn, own, "most recent turn (always kept)"):
             continue
-        head = fill.counter.count(render_turn(replace(turn, text=""), dates=cfg.dates))
+        head = fill.counter.count(render_turn(replace(turn, text=""), dates=cfg.dates is True))
         cut = truncate_turn(fill.counter, turn.text, snap.tokens[i], fill.ledger.left - fill.ledger.cost(head))
         if cut is None:
             fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left and too little for a truncated copy")
@@ -146,7 +146,10 @@ def select_turns(
 ) -> Selection:
     """Fill ``cfg.l_max`` by priority (``recent`` newest first, ``pinned``, then ``ranked`` cut to
     ``cfg.top_k``), then drop from the end until the rendered, chronological text fits (never a
-    recent turn). Each turn costs its rendered line plus a separator once another line is in."""
+    recent turn). Each turn costs its rendered line plus a separator once another line is in.
+    ``cfg.dates`` must be decided for this query (True or False): the caller resolves "auto"."""
+    if not isinstance(cfg.dates, bool):
+        raise ValueError(f"select_turns needs dates decided for the query (True or False), got {cfg.dates!r}")
     fill = _Fill(snap, cfg, counter)
     _recent(fill, recent)
     _pinned(fill, pinned)
@@ -158,7 +161,7 @@ def select_turns(
             fill.refuse(i, f"relevance rank {rank_} is outside top_k {cfg.top_k}")
 
     def rendered(idx: list[int]) -> str:
-        return render(tuple(sel.picked[i] for i in sorted(idx, key=lambda i: snap.keys[i])), dates=cfg.dates)
+        return render(tuple(sel.picked[i] for i in sorted(idx, key=lambda i: snap.keys[i])), dates=cfg.dates is True)
 
     kept, over, _, sel.tokens = shrink_to_fit(list(sel.picked), rendered, counter, cfg.l_max, keep=frozenset(recent))
     for i, n in over:

@@ -117,7 +117,8 @@ class SessionStore:
                 f"no session {self.session_id!r}{self._path_note} (embedder {embedder!r}); sessions there: {', '.join(map(repr, known)) if known else 'none'}"
             )
         meta = {"hnsw:space": "cosine", "meve:session_id": self.session_id, "meve:embedder": embedder}
-        col = self.client.get_or_create_collection(name, metadata=meta, embedding_function=None)
+        # A read-only open only gets: it never creates a collection or rewrites its metadata.
+        col = self.client.get_or_create_collection(name, metadata=meta, embedding_function=None) if create else self.client.get_collection(name)
         stored = (col.metadata or {}).get("meve:session_id")
         if stored != self.session_id:
             raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")
@@ -129,7 +130,10 @@ class SessionStore:
         if not create and name not in existing:
             return None
         meta = {"meve:heads_of": self.session_id}
-        col = self.call("open the heads collection", self.client.get_or_create_collection, name, metadata=meta, embedding_function=None)
+        if create:
+            col = self.call("open the heads collection", self.client.get_or_create_collection, name, metadata=meta, embedding_function=None)
+        else:
+            col = self.call("open the heads collection", self.client.get_collection, name)
         stored = (col.metadata or {}).get("meve:heads_of")
         if stored != self.session_id:
             raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")

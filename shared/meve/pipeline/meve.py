@@ -16,6 +16,7 @@ from meve.core.records import ContextResult, PhaseRecord, check_query, check_tex
 from meve.core.tokens import TokenCounter, get_token_counter
 from meve.mindref.documents import documents_from
 from meve.mindref.hierarchy import Hierarchy
+from meve.pipeline.calibrate import CorpusCalibration, calibrate
 from meve.pipeline.retrieve import Retriever
 from meve.pipeline.runner import PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
@@ -331,6 +332,12 @@ class MeVe(Retriever):
     async def arun(self, query: str, *, on_phase: PhaseCallback | None = None, **overrides: Any) -> ContextResult:
         """:meth:`run` in a worker thread, so the event loop is not blocked by model inference."""
         return await asyncio.to_thread(self.run, query, on_phase=on_phase, **overrides)
+
+    def calibrate(self, *, target: float = 0.9, queries: int = 200, seed: int = 0, show_progress: bool = False) -> CorpusCalibration:
+        """Choose tau and the cut for this corpus and scorer with no labels (pseudo-questions taken
+        from the passages; :mod:`meve.pipeline.calibrate`). Apply it with
+        ``meve.config = meve.config.replace(**c.config)``; save it with ``c.save(path)``."""
+        return calibrate(self, target=target, queries=queries, seed=seed, show_progress=show_progress)
 
     def baseline(self, query: str, k: int = 5) -> ContextResult:
         """Standard RAG for comparison: dense top-k, no verification and no budget."""

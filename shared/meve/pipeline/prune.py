@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,11 +36,14 @@ def prune_sentences(
     or opens with a demonstrative (:data:`ANAPHOR`), the sentences before it back to one that does
     not, so its subject stays in view. Sentences are never split; kept runs keep their order and
     original text, and non-adjacent runs are joined by :data:`GAP_MARK`. Each removed sentence is
-    recorded as ``"<id>@<start>-<end>"`` with its score.
+    recorded as ``"<id>@<start>-<end>"`` with its score, and ``info["sentences"]`` lists every
+    scored sentence per passage as ``[start, end, score, kept]``, so a wrong answer can be traced
+    to a sentence pruning removed.
     """
     kept: list[Passage] = []
     dropped: list[Dropped] = []
     below_gate: list[str] = []
+    sentences: dict[str, list[list[Any]]] = {}
     n_in = n_kept = n_context = 0
     for cand, sp, sc in zip(candidates, spans, scores, strict=True):
         if len(sp) != len(sc):
@@ -51,29 +55,46 @@ def prune_sentences(
         if len(sp) <= 1 or best < gate:
             kept.append(cand)
             n_kept += len(sp)
+            sentences[cand.id] = [[a, b, round(float(s), 4), True] for (a, b), s in zip(sp, sc, strict=True)]
             continue
-        keep = {i for i, s in enumerate(sc) if s >= ratio * best} | {int(np.argmax(sc))}
-        for i in sorted(keep):
-            j = i
-            while j > 0 and ANAPHOR.search(cand.text[sp[j][0] : sp[j][1]]):
-                j -= 1
-                if j not in keep:
-                    keep.add(j)
-                    n_context += 1
-        runs: list[tuple[int, int]] = []
-        for i in sorted(keep):
-            if runs and i - 1 in keep:
-                runs[-1] = (runs[-1][0], sp[i][1])
-            else:
-                runs.append(sp[i])
+        keep, added = _kept_sentences(cand.text, sp, sc, ratio)
+        n_context += added
+        runs = _runs(sp, keep)
         for i, (a, b) in enumerate(sp):
             if i not in keep:
                 snippet = cand.text[a:b][:60]
                 dropped.append(Dropped(f"{cand.id}@{a}-{b}", f"sentence relevance {sc[i]:.3f} < {ratio} x passage best {best:.3f}: {snippet!r}", float(sc[i])))
         n_kept += len(keep)
+        sentences[cand.id] = [[a, b, round(float(s), 4), i in keep] for i, ((a, b), s) in enumerate(zip(sp, sc, strict=True))]
         if len(keep) == len(sp):
             kept.append(cand)
         else:
             kept.append(cand.with_(text=GAP_MARK.join(cand.text[a:b] for a, b in runs), spans=tuple(runs), tokens=None))
-    info = {"sentences_in": n_in, "sentences_kept": n_kept, "kept_for_context": n_context, "gate": gate, "whole_below_gate": below_gate}
+    info = {"sentences_in": n_in, "sentences_kept": n_kept, "kept_for_context": n_context, "gate": gate, "whole_below_gate": below_gate, "sentences": sentences}
     return PhaseOutput(tuple(kept), tuple(dropped), info)
+
+
+def _kept_sentences(text: str, sp: Sequence[tuple[int, int]], sc: Sequence[float] | np.ndarray, ratio: float) -> tuple[set[int], int]:
+    """Indices of the sentences to keep, and how many of them were added only as context for an anaphor."""
+    best = max(sc)
+    keep = {i for i, s in enumerate(sc) if s >= ratio * best} | {int(np.argmax(sc))}
+    added = 0
+    for i in sorted(keep):
+        j = i
+        while j > 0 and ANAPHOR.search(text[sp[j][0] : sp[j][1]]):
+            j -= 1
+            if j not in keep:
+                keep.add(j)
+                added += 1
+    return keep, added
+
+
+def _runs(sp: Sequence[tuple[int, int]], keep: set[int]) -> list[tuple[int, int]]:
+    """Adjacent kept sentences merged into (start, end) runs, in order."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(keep):
+        if runs and i - 1 in keep:
+            runs[-1] = (runs[-1][0], sp[i][1])
+        else:
+            runs.append(sp[i])
+    return runs

@@ -182,7 +182,7 @@ def prioritise_step(q: Query, merged: tuple[Passage, ...]) -> Step:
 
 def _cosine_sentences(q: Query, passages: Sequence[Passage], spans: list[list[tuple[int, int]]]) -> list[np.ndarray]:
     if q.embedder is None:
-        raise ConfigError("prune", "embedder", "'verifier' or 'none' here: no embedder was given to score sentences with")
+        raise ConfigError("prune", "embedder", "'scorer' or 'none' here: no embedder was given to score sentences with")
     flat = [p.text[a:b] for p, sp in zip(passages, spans, strict=True) for a, b in sp]
     qv = q.vec if q.vec is not None else q.embedder.encode([q.text])[0]
     sents = np.asarray(q.embedder.encode(flat), dtype=np.float64)
