@@ -9,7 +9,7 @@ export ANONYMIZED_TELEMETRY := False
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-fast lint bench bench-quick train-verifier clean
+.PHONY: help venv demo test test-fast lint docs bench bench-quick train-verifier clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,9 +32,12 @@ test: $(STAMP) ## the whole suite (slow benchmarks excluded)
 test-fast: $(STAMP) ## unit tests only (no model loads)
 	$(PY) -m pytest -q tests/unit
 
-lint: $(STAMP) ## ruff + mypy
+docs: $(STAMP) ## build the documentation site into site/ (mkdocs, warnings are errors)
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+lint: $(STAMP) ## ruff + mypy (library, adapters, tests, examples, benchmarks)
 	$(VENV)/bin/ruff check shared langchain_meve llamaindex_meve tests examples benchmarks
-	$(VENV)/bin/ruff format --check shared langchain_meve llamaindex_meve
+	$(VENV)/bin/ruff format --check shared langchain_meve llamaindex_meve tests examples benchmarks
 	$(VENV)/bin/mypy
 
 BENCH_STAMP := $(VENV)/.stamp-bench
@@ -51,8 +54,8 @@ bench-quick: $(BENCH_STAMP) ## small slices of every benchmark (a few minutes on
 train-verifier: $(BENCH_STAMP) ## refit late interaction's calibration (1 min), retrain meve's cross-encoder (45 min on 2 cores) and its 3-layer sibling, distilled from it (31 min); seeded; not in CI
 	$(PY) -m benchmarks.train_verifier $(if $(DATA),--data $(DATA))
 	$(PY) -m benchmarks.train_cross_encoder --steps 2500 --ship-step 2000 $(if $(DATA),--data $(DATA))
-	$(PY) -m benchmarks.train_cross_encoder --steps 2500 --layers 3 --freeze-embeddings --teacher shared/meve/verifier/cross_encoder.safetensors \
-		--out benchmarks/.cache/cross_encoder_l3 --ship shared/meve/verifier/cross_encoder_l3.safetensors $(if $(DATA),--data $(DATA))
+	$(PY) -m benchmarks.train_cross_encoder --steps 2500 --layers 3 --freeze-embeddings --teacher shared/meve/weights/cross_encoder.safetensors \
+		--out benchmarks/.cache/cross_encoder_l3 --ship shared/meve/weights/cross_encoder_l3.safetensors $(if $(DATA),--data $(DATA))
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

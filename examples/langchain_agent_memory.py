@@ -35,7 +35,9 @@ class RecordingFakeChatModel(GenericFakeChatModel):
 
 
 def main(turns: int = 200, db: str | None = None) -> list[tuple[int, int]]:
-    db = db or tempfile.mkdtemp(prefix="meve-agent-")
+    if db is None:  # a throwaway memory, removed when the run ends
+        with tempfile.TemporaryDirectory(prefix="meve-agent-") as tmp:
+            return main(turns, tmp)
     counter = get_token_counter()
     if os.environ.get("MEVE_CHAT_MODEL"):
         from langchain.chat_models import init_chat_model
@@ -58,6 +60,7 @@ def main(turns: int = 200, db: str | None = None) -> list[tuple[int, int]]:
         seen.append((sent, full))
         if (i + 1) % 50 == 0 or i == turns - 1:
             print(f"call {i + 1:>4}: model saw {sent:>5} tokens of conversation; full history {full:>6} tokens")
+    middleware.close()
     return seen
 
 

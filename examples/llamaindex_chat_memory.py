@@ -20,7 +20,10 @@ from meve import MemoryConfig
 
 
 def main(turns: int = 120, llm: Any = None, db: str | None = None) -> tuple[int, int, list[str]]:
-    memory = MomentaryChatMemory.from_defaults("chat-demo", path=db or tempfile.mkdtemp(prefix="meve-li-mem-"), config=MemoryConfig(top_k=6, l_max=256))
+    if db is None:  # a throwaway memory, removed when the run ends
+        with tempfile.TemporaryDirectory(prefix="meve-li-mem-") as tmp:
+            return main(turns, llm, tmp)
+    memory = MomentaryChatMemory.from_defaults("chat-demo", path=db, config=MemoryConfig(top_k=6, l_max=256))
     engine = SimpleChatEngine.from_defaults(llm=llm or MockLLM(max_tokens=8), memory=memory)
     facts = {7: "My sister Ana lives in Porto.", 40: "I'm allergic to peanuts.", 90: "My bike is a green Brompton."}
     for i in range(turns):
@@ -33,6 +36,7 @@ def main(turns: int = 120, llm: Any = None, db: str | None = None) -> tuple[int,
     print(f"full history: {full} tokens; rebuilt context: {sent} tokens")
     for m in rebuilt:
         print(f"  {m.role.value}: {m.content}")
+    memory.core.close()
     return full, sent, [m.content or "" for m in rebuilt]
 
 

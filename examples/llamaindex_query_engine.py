@@ -22,7 +22,10 @@ from meve.cli.commands import demo_corpus
 
 
 def main(llm: Any = None, db: str | None = None) -> Any:
-    client = chromadb.PersistentClient(path=db or tempfile.mkdtemp(prefix="meve-li-"))
+    if db is None:  # a throwaway index, removed when the run ends
+        with tempfile.TemporaryDirectory(prefix="meve-li-") as tmp:
+            return main(llm, tmp)
+    client = chromadb.PersistentClient(path=db)
     store = ChromaVectorStore(chroma_collection=client.get_or_create_collection("bikes"))
     nodes = [TextNode(text=p["text"], id_=p["id"], metadata={"title": p["title"]}) for p in demo_corpus()["passages"]]
     index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=MeVeEmbedding())

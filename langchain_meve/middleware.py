@@ -81,6 +81,8 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         top_k: int | None = None,
         max_sessions: int = 1024,
     ) -> None:
+        if AgentMiddleware is object:
+            raise ImportError('MomentaryContextMiddleware needs LangChain\'s agents: pip install -e ".[langchain-agents]" (langchain >= 1.0)')
         super().__init__()
         if memory is not None and not isinstance(memory, MomentaryMemory):
             raise ConfigError("memory", memory, "a meve.MomentaryMemory (or None to open one per thread with path=/client=)")

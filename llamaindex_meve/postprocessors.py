@@ -16,6 +16,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from meve import ContextResult, InputError, MeVeConfig, Passage
 from meve.integration import Models, config_from, config_named, passage_metadata, run_on_texts
 
@@ -61,6 +62,7 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
     embedder: Any = Field(default=None, description="a meve Embedder; default all-MiniLM-L6-v2")
     scorer: Any = Field(default=None, description="a meve Scorer or a name: 'late-interaction' (default), 'cosine', or a cross-encoder name/path")
     token_counter: Any = Field(default=None, description="anything meve.get_token_counter accepts")
+    on_empty: str = Field(default="note", description="when nothing is kept: 'note' (one node saying why, so a chat engine still asks its LLM) or 'nothing'")
     _models: Models = PrivateAttr()
     _spec = _Spec(phases=())
 
@@ -70,6 +72,7 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
 
     def model_post_init(self, context: Any, /) -> None:
         self._config()  # validated at construction, naming the bad value
+        check_on_empty(self.on_empty)
 
     @classmethod
     def class_name(cls) -> str:
@@ -79,16 +82,18 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
         spec = self._spec
         return config_named(spec.fields, {name: getattr(self, name) for name in spec.fields}, **spec.fixed)
 
+    @dispatcher.span  # type: ignore[misc]
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         given = query_bundle.query_str if query_bundle is not None and query_bundle.query_str.strip() else None
         query = _query(query_bundle) if self._spec.needs_query else (given or "(no query: this phase does not read one)")
         if not nodes:
             return []
         texts = [n.node.get_content() for n in nodes]
+        scores = [n.score for n in nodes]
         result = run_on_texts(
-            query, texts, self._config(), self._models, scores=[n.score for n in nodes], token_counter=self.token_counter, phases=self._spec.phases
+            query, texts, self._config(), self._models, scores=scores, token_counter=self.token_counter, phases=self._spec.phases, on_phase=emit
         )
-        return [self._node(result, nodes[int(p.id)], p) for p in result.documents]
+        return [self._node(result, nodes[int(p.id)], p) for p in result.documents] or empty_nodes(result, self.on_empty)
 
     def _node(self, result: ContextResult, nws: NodeWithScore, p: Passage) -> NodeWithScore:
         return annotate(nws, passage_metadata(result, p), nws.score if self._spec.keep_score else p.score, p)
@@ -141,7 +146,7 @@ class MeVePostprocessor(_MeVeNodeProcessor):
     _spec = _Spec(("verify", "fallback", "prioritise", "prune", "budget"))
 
     def __init__(self, **data: Any) -> None:
-        others = ("embedder", "scorer", "token_counter", "callback_manager")
+        others = ("embedder", "scorer", "token_counter", "callback_manager", "on_empty")
         data["config"] = config_from(data, data.pop("config", None), owner="MeVePostprocessor", others=others)
         super().__init__(**data)
 

@@ -14,6 +14,7 @@ from typing import Any
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 
+from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from llamaindex_meve.postprocessors import annotate
 from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
 from meve.integration import ForeignStore, meve_over, passage_metadata
@@ -49,8 +50,12 @@ class MeVeRetriever(BaseRetriever):
         scorer: Scorer | str | None = None,
         token_counter: Any = None,
         bm25_backend: str | None = None,
+        on_empty: str = "note",
         **kwargs: Any,
     ) -> None:
+        """``on_empty``: when MeVe keeps nothing, ``"note"`` returns one node saying why (so a chat
+        engine still asks its LLM) and ``"nothing"`` an empty list."""
+        self.on_empty = check_on_empty(on_empty)
         super().__init__(**kwargs)
         if (index is None) == (core is None):
             raise InputError("give either a VectorStoreIndex or core= (a meve.MeVe), not both or neither")
@@ -87,22 +92,24 @@ class MeVeRetriever(BaseRetriever):
         return self.core.config
 
     @classmethod
-    def from_documents(cls, documents: Sequence[Any], **kwargs: Any) -> MeVeRetriever:
+    def from_documents(cls, documents: Sequence[Any], *, on_empty: str = "note", **kwargs: Any) -> MeVeRetriever:
         """MindRef-style hierarchical retrieval over whole LlamaIndex Documents (no pre-chunking):
         documents by title (``metadata['title']``) and summary, then passages inside them with
         character offsets (``metadata['start']``/``['end']``). Keyword arguments go to ``meve.MeVe.from_documents``."""
         docs = [(d.doc_id, str(d.metadata.get("title", "")), d.get_content()) for d in documents]
-        return cls(core=MeVe.from_documents(docs, **kwargs))
+        check_on_empty(on_empty)
+        return cls(core=MeVe.from_documents(docs, **kwargs), on_empty=on_empty)
 
+    @dispatcher.span  # type: ignore[misc]
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = self.last_result = self.core.run(query_bundle.query_str)
+        result = self.last_result = self.core.run(query_bundle.query_str, on_phase=emit)
         out = []
         for p in result.documents:
             # The index's own node where there is one (its type, relationships and metadata kept);
             # hierarchical windows of a wrapped core are new text nodes.
             node = self._nodes.get(p.id) or TextNode(text=p.text, id_=p.id, metadata=dict(p.metadata))
             out.append(annotate(NodeWithScore(node=node), passage_metadata(result, p), p.score, p))
-        return out
+        return out or empty_nodes(result, self.on_empty)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,9 +24,7 @@ def _err(capsys) -> str:
 
 
 def test_version(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["--version"])
-    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("meve 0.")
+    assert main(["--version"]) == 0 and capsys.readouterr().out.startswith("meve 0.")
 
 
 def test_index_errors_name_the_file_and_the_fix(tmp_path, capsys):
@@ -159,3 +158,85 @@ def test_a_read_only_directory_is_a_clear_error(tmp_path):
             chroma_client(str(ro))
     finally:
         ro.chmod(0o755)
+
+
+BAD_ARGUMENTS = [
+    (["index", "n.md", "--db", ""], "argument --db: '' is not allowed: expected a directory path"),
+    (["index", "n.md", "--db", "d", "--chunk-tokens", "0"], "argument --chunk-tokens: 0 is not allowed: expected an int in [8, 100000]"),
+    (["index", "n.md", "--db", "d", "--chunk-tokens", "-5"], "argument --chunk-tokens: -5 is not allowed"),
+    (["index", "n.md", "--db", "d", "--collection", ""], "argument --collection: '' is not allowed: expected 3-512 letters"),
+    (["query", "", "--db", "d"], "argument query: '' is not allowed: expected a non-empty question"),
+    (["query", "q", "--db", "d", "--t-max", "0"], "argument --t-max: 0 is not allowed: expected an int >= 1"),
+    (["query", "q", "--db", "d", "--tau", "1.5"], "argument --tau: '1.5' is not allowed: expected a number in [0.0, 1.0]"),
+    (["calibrate", "--db", "d", "--target", "0"], "argument --target: '0' is not allowed: expected a number in (0.0, 1.0]"),
+    (["calibrate", "--db", "d", "--queries", "3"], "argument --queries: 3 is not allowed: expected an int in [10, 100000]"),
+    (["query", "q", "--db", "d", "--calibration", "n.md"], "argument --calibration: 'n.md' is not a calibration file"),
+    (["memory", "list", "--db", "d", "--session", "s", "--last", "-1"], "argument --last: -1 is not allowed: expected an int >= 0"),
+    (["memory", "reconstruct", "q", "--db", "d", "--session", "s", "--show", "-2"], "argument --show: -2 is not allowed"),
+    (["memory", "reconstruct", "q", "--db", "d", "--session", "s", "--l-max", "0"], "argument --l-max: 0 is not allowed: expected an int >= 1"),
+    (["memory", "add", "", "--db", "d", "--session", "s"], "argument text: '' is not allowed"),
+    (["memory", "add", "hi", "--db", "d", "--session", "s", "--role", "boss"], "argument --role: 'boss' is not allowed: expected one of user, assistant"),
+    (["memory", "add", "hi", "--db", "d", "--session", "s", "--timestamp", "2024-01-01"], "has no timezone"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_ARGUMENTS, ids=[" ".join(a)[:60] for a, _ in BAD_ARGUMENTS])
+def test_bad_arguments_are_refused_in_one_line_before_anything_loads_or_is_written(tmp_path, argv, message):
+    (tmp_path / "n.md").write_text("A note about bicycles.")
+    probe = "import sys, runpy; sys.argv = ['meve', *sys.argv[1:]]; from meve.cli import main; code = main()"
+    heavy = "; import sys; print(','.join(m for m in ('torch', 'sentence_transformers', 'chromadb') if m in sys.modules)); raise SystemExit(code)"
+    out = subprocess.run([sys.executable, "-c", probe + heavy, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    err = out.stderr.strip()
+    assert message in err and err.count("\n") == 0 and "Traceback" not in err, err
+    assert out.stdout.strip() == ""  # refused while parsing: no model or Chroma module was even imported
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.md"]  # nothing written
+
+
+def _stored(db: Path) -> dict[str, object]:
+    client = chroma_client(str(db), create=False)
+    out: dict[str, object] = {}
+    for col in client.list_collections():
+        rows = col.get(include=["documents", "metadatas"])
+        out[col.name] = (dict(col.metadata or {}), rows["ids"], rows["documents"], rows["metadatas"])
+    return out
+
+
+def test_read_only_commands_change_no_stored_data(tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text("Chains last longer when they are cleaned and oiled every few hundred kilometres.")
+    db = tmp_path / "db"
+    assert main(["index", str(notes), "--db", str(db)]) == 0
+    assert main(["memory", "add", "I ride a green Brompton.", "--db", str(db), "--session", "u1"]) == 0
+    capsys.readouterr()
+    before = _stored(db)
+    assert main(["query", "How do I look after the chain?", "--db", str(db), "--json"]) == 0
+    assert main(["memory", "list", "--db", str(db), "--session", "u1"]) == 0
+    assert main(["memory", "reconstruct", "bike colour", "--db", str(db), "--session", "u1", "--json"]) == 0
+    assert main(["memory", "list", "--db", str(db), "--session", "nobody", "--allow-empty"]) == 0
+    # Chroma keeps its own bookkeeping (a lock row per open, its index files); meve's data is as it was.
+    assert _stored(db) == before
+
+
+def test_calibrate_writes_a_file_that_query_applies(tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text(
+        "\n\n".join(
+            f"Note {i}. Chains last longer when they are cleaned and oiled every {100 * (i + 1)} kilometres. "
+            f"Tyre pressure {i} should be checked weekly. Brakes {i} need new pads after wet rides."
+            for i in range(12)
+        )
+    )
+    db, cal = tmp_path / "db", tmp_path / "cal.json"
+    assert main(["index", str(notes), "--db", str(db), "--chunk-tokens", "40"]) == 0
+    before = _stored(db)
+    assert main(["calibrate", "--db", str(db), "--queries", "10", "--out", str(cal)]) == 0
+    assert _stored(db) == before  # calibrate only reads the index
+    chosen = json.loads(cal.read_text())["config"]
+    assert set(chosen) >= {"tau", "cut"}
+    capsys.readouterr()
+    assert main(["query", "How often should I oil the chain?", "--db", str(db), "--calibration", str(cal), "--json"]) == 0
+    used = json.loads(capsys.readouterr().out)["config"]
+    assert (used["tau"], used["cut"]) == (chosen["tau"], chosen["cut"])
+    assert main(["query", "How often should I oil the chain?", "--db", str(db), "--calibration", str(cal), "--tau", "0.9", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["tau"] == 0.9  # a flag given on the command line wins

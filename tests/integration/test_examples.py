@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import runpy
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,14 @@ def test_llamaindex_query_engine_example(minilm, tmp_path):
     response = _load("llamaindex_query_engine.py")["main"](db=str(tmp_path / "db"))
     assert response.source_nodes[0].node.node_id == "dunlop"
     assert sum(n.node.metadata["meve_tokens"] for n in response.source_nodes) <= 128
+
+
+@pytest.mark.parametrize(("name", "args"), [("langchain_agent_memory.py", (3,)), ("llamaindex_chat_memory.py", (3,)), ("llamaindex_query_engine.py", ())])
+def test_examples_leave_no_files_behind(name, args, minilm, tmp_path, monkeypatch):
+    monkeypatch.delenv("MEVE_CHAT_MODEL", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where their throwaway stores go
+    _load(name)["main"](*args)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_llamaindex_chat_memory_example(minilm, tmp_path):

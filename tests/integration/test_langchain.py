@@ -42,7 +42,8 @@ class TestMeVeRetrieverStandard(RetrieversIntegrationTests):
 
     @property
     def retriever_query_example(self) -> str:
-        return "history of the bicycle: draisine, velocipede, safety bicycle and tyres"
+        # k caps MeVe's context; a broad query has at least 3 passages that pass verification.
+        return "bicycle"
 
 
 _SHARED: dict[str, Any] = {}
@@ -306,7 +307,11 @@ def test_messages_without_ids_are_stored_once_across_restarts_and_never_emitted_
     out = reconstruct_messages(conversation(), again)
     assert len(again) == 3  # nothing stored twice after the "restart"
     assert [m.content for m in out].count("What colour is my bike?") == 1
-    # Recalled turns carry their date (MemoryConfig.dates, on by default).
+    # By default (dates="auto") a question that does not ask about time gets undated turns...
+    assert any(m.content == "I ride a green Brompton." and (m.id or "").startswith("meve-") for m in out)
+    # ...and with dates on, recalled turns carry their date into the messages.
+    dated = MomentaryMemory("restart", path=chroma_dir, embedders=[minilm], config=MemoryConfig(top_k=4, l_max=200, dates=True))
+    out = reconstruct_messages(conversation(), dated)
     assert any(re.fullmatch(r"\[\d{4}-\d\d-\d\d\] I ride a green Brompton\.", m.content) and (m.id or "").startswith("meve-") for m in out)
 
 

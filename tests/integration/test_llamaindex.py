@@ -24,7 +24,7 @@ from llamaindex_meve import (
     RelevanceVerifier,
     TokenBudget,
 )
-from meve import InputError, MemoryConfig, MeVeConfig
+from meve import ConfigError, InputError, MemoryConfig, MeVeConfig
 from meve import MomentaryMemory as CoreMemory
 from meve.cli.commands import demo_corpus
 from meve.retrieval.chroma import chroma_client
@@ -100,15 +100,15 @@ def test_relevance_verifier_keeps_the_node_for_the_other_half_of_the_question(ch
     q = "Which came first, the penny-farthing or the Tour de France?"
     nodes = _nodes(chroma_index, q)
     scorer = CosineScorer(minilm)
-    plain = RelevanceVerifier(tau=0.8, coverage=0.0, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
-    covered = RelevanceVerifier(tau=0.8, coverage=0.2, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    plain = RelevanceVerifier(tau=0.23, coverage=0.0, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    covered = RelevanceVerifier(tau=0.23, coverage=0.2, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
     verified = {n.node.node_id for n in plain}
     added = [n for n in covered if n.node.metadata["meve_source"] == "covered"]
     assert verified and {n.node.node_id for n in covered} - verified == {n.node.node_id for n in added} != set()
     assert all(n.node.metadata["meve_note"].startswith("kept for query coverage: adds ") for n in added)
     assert {"penny-farthing", "tour"} <= {n.node.node_id for n in covered}
     # A floor at tau leaves coverage nothing to add: every node it added scored below tau.
-    floored = RelevanceVerifier(tau=0.8, coverage=0.2, coverage_floor=0.8, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
+    floored = RelevanceVerifier(tau=0.23, coverage=0.2, coverage_floor=0.23, min_keep=0, embedder=minilm, scorer=scorer).postprocess_nodes(nodes, query_str=q)
     assert {n.node.node_id for n in floored} == verified
 
 
@@ -128,9 +128,7 @@ def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
     ids = [n.node.node_id for n in got]
     assert ids[0] == "dunlop" and "dunlop-dup" not in ids
     assert r.last_result is not None and r.last_result.token_count <= 120
-    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), scorer=CosineScorer(minilm)).retrieve(
-        "Campagnolo"
-    )
+    fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), scorer=CosineScorer(minilm)).retrieve("Campagnolo")
     assert "derailleur-history" in [n.node.node_id for n in fb if n.node.metadata["meve_source"] == "fallback"]
 
     res, ticks = asyncio.run(run_while_ticking(r.aretrieve("What does the derailleur do?")))
@@ -300,3 +298,52 @@ def test_token_budget_counts_the_joined_text_not_the_sum_of_its_parts():
     kept = TokenBudget(t_max=10, token_counter=CallableTokenCounter(fake, "fake-words")).postprocess_nodes(nodes, query_str="q")
     assert [n.node.node_id for n in kept] == ["n0", "n1"]
     assert fake("\n\n".join(n.node.get_content() for n in kept)) <= 10
+
+
+def test_a_chat_engine_still_asks_its_llm_when_meve_keeps_nothing_and_stores_only_its_answer(chroma_index, minilm):
+    from llama_index.core.chat_engine import ContextChatEngine
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    nothing = MeVeConfig(k_init=4, tau=1.0, n_min=0)  # no passage can pass: the context is empty
+    llm = MockLLM(max_tokens=3)  # a mock LLM (none runs offline): it answers "text text text"
+    for on_empty, expected in (("note", "text text text"), ("nothing", "Empty Response")):
+        retriever = MeVeRetriever(chroma_index, config=nothing, scorer=CosineScorer(minilm), on_empty=on_empty)
+        memory = ChatMemoryBuffer.from_defaults()
+        engine = ContextChatEngine.from_defaults(retriever=retriever, llm=llm, memory=memory)
+        answer = engine.chat("What is the capital of Australia?")
+        assert str(answer) == expected  # "nothing" shows LlamaIndex's own behaviour: no LLM call
+        assert retriever.last_result is not None and retriever.last_result.documents == ()
+        if on_empty == "note":
+            (node,) = answer.source_nodes
+            assert node.node.metadata["meve_source"] == "empty" and "nothing relevant" in node.node.get_content()
+            assert memory.get_all()[-1].content == expected  # the stored answer is the LLM's own
+    with pytest.raises(ConfigError, match=r"on_empty=.maybe. is not allowed"):
+        MeVeRetriever(chroma_index, on_empty="maybe")
+
+
+def test_each_phase_is_an_instrumentation_event_tools_reading_the_dispatcher_see(chroma_index, minilm):
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+    seen: list[tuple[str, int, str | None]] = []
+
+    class Collect(BaseEventHandler):  # a handler as an observability tool would register it
+        @classmethod
+        def class_name(cls) -> str:
+            return "Collect"
+
+        def handle(self, event, **kwargs) -> None:
+            if event.class_name() == "MeVePhaseEvent":
+                seen.append((event.phase, len(event.kept), event.span_id))
+
+    root = get_dispatcher()
+    handler = Collect()
+    root.add_event_handler(handler)
+    try:
+        MeVeRetriever(chroma_index, config=MeVeConfig(k_init=6), scorer=CosineScorer(minilm)).retrieve("Who built the draisine?")
+        MeVePostprocessor(embedder=minilm, scorer=CosineScorer(minilm)).postprocess_nodes(_nodes(chroma_index, "tyres"), query_str="tyres")
+    finally:
+        root.event_handlers.remove(handler)
+    phases = [p for p, _, _ in seen]
+    assert phases == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget", "verify", "fallback", "prioritise", "prune", "budget"]
+    assert seen[0][1] == 6 and all(span is not None for _, _, span in seen)  # each event sits inside a span

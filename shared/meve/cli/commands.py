@@ -122,15 +122,9 @@ def _phase_table(result: Any) -> Any:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """`meve query`: run MeVe on an index and show each phase."""
-    from meve.pipeline.meve import MeVe
-    from meve.retrieval.chroma import chroma_client
-
-    client = chroma_client(args.db, create=False)
-    names = [c.name for c in client.list_collections()]
-    if args.collection not in names:
-        raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
-    meve = MeVe.from_chroma(client.get_collection(args.collection))
-    overrides = {k: getattr(args, k) for k in ("t_max", "tau", "k_init") if getattr(args, k) is not None}
+    overrides: dict[str, Any] = dict(args.calibration.config) if args.calibration is not None else {}
+    meve = _open_meve(args)
+    overrides.update({k: getattr(args, k) for k in ("t_max", "tau", "k_init") if getattr(args, k) is not None})
     result = meve.run(args.query, **overrides)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
@@ -140,6 +134,29 @@ def cmd_query(args: argparse.Namespace) -> int:
     for doc in result.documents:
         console.print(f"[bold]{doc.id}[/] ({doc.source}, score {doc.score:.3f}, {doc.tokens} tokens): {doc.text}")
     console.print(f"context: {result.token_count} tokens (t_max {result.config['t_max']})")
+    return 0
+
+
+def _open_meve(args: argparse.Namespace) -> Any:
+    from meve.pipeline.meve import MeVe
+    from meve.retrieval.chroma import chroma_client
+
+    client = chroma_client(args.db, create=False)
+    names = [c.name for c in client.list_collections()]
+    if args.collection not in names:
+        raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
+    return MeVe.from_chroma(client.get_collection(args.collection))
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """`meve calibrate`: choose tau and the cut for an index with no labels, and save them."""
+    meve = _open_meve(args)
+    result = meve.calibrate(target=args.target, queries=args.queries, seed=args.seed, show_progress=sys.stderr.isatty())
+    console = _console()
+    console.print(f"{result.queries} pseudo-questions from the corpus; scorer {result.scorer}")
+    console.print(f"chosen: {result.config} keeps the evidence of {result.recall:.0%} (target {result.target:.0%}), {result.kept:.1f} passages on average")
+    if args.out:
+        console.print(f"saved to {result.save(args.out)}; use it with `meve query ... --calibration {args.out}`", soft_wrap=True)
     return 0
 
 

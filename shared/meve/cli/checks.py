@@ -1,0 +1,123 @@
+"""Argument types for the ``meve`` command: every value is checked while the arguments are parsed,
+before any model loads or any Chroma client opens, and a refusal is one line naming the value and
+what is allowed (exit code 2). Nothing here imports a heavy dependency."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["calibration_file", "collection_name", "integer", "nonblank", "path_text", "role", "session", "share", "timestamp", "unit"]
+
+# Chroma's rule for collection names, checked here so a bad one is refused before anything opens.
+_COLLECTION = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{1,510})[A-Za-z0-9]$")
+_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+
+
+def integer(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
+    """An int in [low, high] (``what`` says what it counts)."""
+    allowed = f"an int >= {low}" if high is None else f"an int in [{low}, {high}]"
+    allowed += f" ({what})" if what else ""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected {allowed}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is not allowed: expected {allowed}")
+        return value
+
+    return parse
+
+
+def unit(text: str) -> float:
+    """A number in [0, 1] (a threshold on the scorer's scale)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected a number in [0.0, 1.0] (the scorer's P(relevant) scale)")
+    return value
+
+
+def nonblank(what: str) -> Callable[[str], str]:
+    """A text that is not empty or whitespace."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected a non-empty {what}")
+        return text
+
+    return parse
+
+
+def path_text(text: str) -> str:
+    """A directory path that says something (an empty one would mean the working directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected a directory path (an empty path would write into the working directory)")
+    return text
+
+
+def collection_name(text: str) -> str:
+    """A Chroma collection name: 3-512 letters, digits, '.', '_' or '-', starting and ending with a letter or digit."""
+    if not _COLLECTION.match(text) or ".." in text or _IPV4.match(text):
+        allowed = "3-512 letters, digits, '.', '_' or '-', starting and ending with a letter or digit, no '..' (Chroma's rule)"
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected {allowed}")
+    return text
+
+
+def role(text: str) -> str:
+    """One of the chat roles memory stores."""
+    from meve.memory.records import ROLES
+
+    if text not in ROLES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected one of {', '.join(ROLES)}")
+    return text
+
+
+def session(text: str) -> str:
+    """A session id memory accepts."""
+    from meve.core.errors import InputError
+    from meve.memory.session import validate_session_id
+
+    try:
+        return validate_session_id(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def timestamp(text: str) -> Any:
+    """An ISO-8601 timestamp with a timezone."""
+    from meve.core.errors import InputError
+    from meve.memory.session import parse_timestamp
+
+    try:
+        return parse_timestamp(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def calibration_file(text: str) -> Any:
+    """A calibration ``meve calibrate --out`` wrote."""
+    from meve.pipeline.calibrate import CorpusCalibration
+
+    try:
+        return CorpusCalibration.load(text)
+    except (OSError, ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a calibration file `meve calibrate --out` wrote ({type(exc).__name__}: {exc})") from None
+
+
+def share(text: str) -> float:
+    """A share in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected a number in (0.0, 1.0] (the share of pseudo-questions whose evidence is kept)")
+    return value
