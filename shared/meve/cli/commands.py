@@ -122,10 +122,12 @@ def _phase_table(result: Any) -> Any:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """`meve query`: run MeVe on an index and show each phase."""
+    from meve.retrieval.chroma import read_only_copy
+
     overrides: dict[str, Any] = dict(args.calibration.config) if args.calibration is not None else {}
-    meve = _open_meve(args)
     overrides.update({k: getattr(args, k) for k in ("t_max", "tau", "k_init") if getattr(args, k) is not None})
-    result = meve.run(args.query, **overrides)
+    with read_only_copy(args.db) as db:
+        result = _open_meve(args, db).run(args.query, **overrides)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
         return 0
@@ -137,11 +139,12 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_meve(args: argparse.Namespace) -> Any:
+def _open_meve(args: argparse.Namespace, db: str) -> Any:
+    """MeVe over the collection in the Chroma directory ``db`` (a read-only copy of ``args.db``)."""
     from meve.pipeline.meve import MeVe
     from meve.retrieval.chroma import chroma_client
 
-    client = chroma_client(args.db, create=False)
+    client = chroma_client(db, create=False)
     names = [c.name for c in client.list_collections()]
     if args.collection not in names:
         raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
@@ -150,8 +153,10 @@ def _open_meve(args: argparse.Namespace) -> Any:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """`meve calibrate`: choose tau and the cut for an index with no labels, and save them."""
-    meve = _open_meve(args)
-    result = meve.calibrate(target=args.target, queries=args.queries, seed=args.seed, show_progress=sys.stderr.isatty())
+    from meve.retrieval.chroma import read_only_copy
+
+    with read_only_copy(args.db) as db:
+        result = _open_meve(args, db).calibrate(target=args.target, queries=args.queries, seed=args.seed, show_progress=sys.stderr.isatty())
     console = _console()
     console.print(f"{result.queries} pseudo-questions from the corpus; scorer {result.scorer}")
     console.print(f"chosen: {result.config} keeps the evidence of {result.recall:.0%} (target {result.target:.0%}), {result.kept:.1f} passages on average")
@@ -208,47 +213,51 @@ def cmd_memory(args: argparse.Namespace) -> int:
     """`meve memory add|list|reconstruct`: inspect and debug a chat memory."""
     from meve.core.errors import StoreError
     from meve.memory.memory import MomentaryMemory
+    from meve.retrieval.chroma import read_only_copy
 
     console = _console()
     if args.memory_cmd == "add":
-        mem = MomentaryMemory(args.session, path=args.db)
-    else:
-        try:  # reading never creates a directory or a session
-            mem = MomentaryMemory(args.session, path=args.db, create=False)
-        except StoreError as exc:
-            if not (args.allow_empty and ("no session" in str(exc) or "no Chroma directory" in str(exc))):
-                raise
-            console.print(f"0 turn(s) in session {args.session!r} (it does not exist; --allow-empty)")
-            return 0
-    if args.memory_cmd == "add":
-        turn = mem.add(args.text, args.role, turn_id=args.turn_id, timestamp=args.timestamp)
+        with MomentaryMemory(args.session, path=args.db) as mem:
+            turn = mem.add(args.text, args.role, turn_id=args.turn_id, timestamp=args.timestamp)
         console.print(f"added {turn.id} (seq {turn.seq}, {turn.timestamp.isoformat()})")
-    elif args.memory_cmd == "list":
+        return 0
+    try:  # reading never creates a directory or a session, and reads a copy (Chroma writes on open)
+        with read_only_copy(args.db) as db, MomentaryMemory(args.session, path=db, create=False) as mem:
+            _show_memory(args, mem, console)
+    except StoreError as exc:
+        if not (args.allow_empty and ("no session" in str(exc) or "no Chroma directory" in str(exc))):
+            raise
+        console.print(f"0 turn(s) in session {args.session!r} (it does not exist; --allow-empty)")
+    return 0
+
+
+def _show_memory(args: argparse.Namespace, mem: Any, console: Any) -> None:
+    """`memory list` and `memory reconstruct` on an open memory."""
+    if args.memory_cmd == "list":
         for t in mem.turns()[-args.last :] if args.last else mem.turns():
             console.print(f"[{t.seq}] {t.timestamp.isoformat()} {t.role}: {t.text}")
         console.print(f"{len(mem)} turn(s) in session {args.session!r}")
-    else:
-        ctx = mem.reconstruct(args.query, l_max=args.l_max, top_k=args.top_k, fusion=args.fusion)
-        if args.json:
-            sys.stdout.write(json.dumps(ctx.to_dict(), indent=2, default=str) + "\n")
-            return 0
-        from rich.table import Table
+        return
+    ctx = mem.reconstruct(args.query, l_max=args.l_max, top_k=args.top_k, fusion=args.fusion)
+    if args.json:
+        sys.stdout.write(json.dumps(ctx.to_dict(), indent=2, default=str) + "\n")
+        return
+    from rich.table import Table
 
-        table = Table(title=f"reconstruct {args.query!r} — {ctx.token_count}/{ctx.l_max} tokens, fusion {ctx.fusion}")
-        for col in ("seq", "in", "bm25", "dense", "fused", "tokens", "why"):
-            table.add_column(col, overflow="fold")
-        for tr in ctx.trace[: args.show]:
-            dense = ", ".join(f"{v:.3f}" for v in tr.dense.values()) or "-"
-            table.add_row(
-                str(tr.seq),
-                "✓" if tr.included else "✗",
-                f"{tr.bm25:.3f}" if tr.bm25 is not None else "-",
-                dense,
-                f"{tr.fused:.3f}" if tr.fused is not None else "-",
-                str(tr.tokens),
-                tr.reason,
-            )
-        console.print(table)
-        for t in ctx.turns:
-            console.print(f"[{t.seq}] {t.role}: {t.text}")
-    return 0
+    table = Table(title=f"reconstruct {args.query!r} — {ctx.token_count}/{ctx.l_max} tokens, fusion {ctx.fusion}")
+    for col in ("seq", "in", "bm25", "dense", "fused", "tokens", "why"):
+        table.add_column(col, overflow="fold")
+    for tr in ctx.trace[: args.show]:
+        dense = ", ".join(f"{v:.3f}" for v in tr.dense.values()) or "-"
+        table.add_row(
+            str(tr.seq),
+            "✓" if tr.included else "✗",
+            f"{tr.bm25:.3f}" if tr.bm25 is not None else "-",
+            dense,
+            f"{tr.fused:.3f}" if tr.fused is not None else "-",
+            str(tr.tokens),
+            tr.reason,
+        )
+    console.print(table)
+    for t in ctx.turns:
+        console.print(f"[{t.seq}] {t.role}: {t.text}")

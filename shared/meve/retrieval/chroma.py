@@ -4,9 +4,12 @@ timeout), one error translation, collection names and the embedder check."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ __all__ = [
     "chroma_client",
     "chroma_http_client",
     "open_clients",
+    "read_only_copy",
     "release_client",
     "similarities",
     "unique_collection_name",
@@ -115,6 +119,35 @@ def release_client(path: str | os.PathLike[str]) -> None:
             system = SharedSystemClient._identifier_to_system.pop(owned.client._identifier, None)
             if system is not None:
                 system.stop()
+
+
+@contextmanager
+def read_only_copy(path: str | os.PathLike[str]) -> Iterator[str]:
+    """A private copy of the Chroma directory at ``path``, removed on exit, for callers that only read.
+
+    Chroma writes to its files whenever a client opens them (a lock row in its SQLite file, index
+    flushes), and has no read-only client (chroma-core/chroma#1438); reading the copy leaves the
+    directory as it was, byte for byte, and also works on one this user cannot write to. It costs a
+    copy of the directory, so it is for the command line's inspection commands, not for a service.
+    """
+    where = Path(path).expanduser()
+    if where.exists() and not where.is_dir():
+        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
+    if not where.exists():
+        raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
+    with tempfile.TemporaryDirectory(prefix="meve-read-") as tmp:
+        copy = Path(tmp) / where.name
+        try:
+            shutil.copytree(where, copy)
+        except OSError as exc:
+            raise StoreError(f"cannot read the Chroma directory {str(path)!r}: {exc}") from exc
+        acquire_client(copy, create=False)
+        try:
+            yield str(copy)
+        except StoreError as exc:  # name the user's directory, not the copy
+            raise StoreError(str(exc).replace(str(copy), str(path))) from exc
+        finally:
+            release_client(copy)
 
 
 def chroma_http_client(
