@@ -45,12 +45,8 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     settings = Settings(anonymized_telemetry=False)
     if path is None:
         return chromadb.EphemeralClient(settings=settings)
-    where = Path(path).expanduser()
-    if where.exists() and not where.is_dir():
-        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
+    where = _directory(path, create=create)
     if not where.exists():
-        if not create:
-            raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
         try:
             where.mkdir(parents=True)
         except OSError as exc:
@@ -68,6 +64,16 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
         return chromadb.PersistentClient(path=directory, settings=settings)
     except Exception as exc:
         raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
+
+
+def _directory(path: str | os.PathLike[str], *, create: bool) -> Path:
+    """``path`` expanded, refused when it is a file, or (``create=False``) when it does not exist."""
+    where = Path(path).expanduser()
+    if where.exists() and not where.is_dir():
+        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
+    if not create and not where.exists():
+        raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
+    return where
 
 
 class _Owned:
@@ -130,11 +136,7 @@ def read_only_copy(path: str | os.PathLike[str]) -> Iterator[str]:
     directory as it was, byte for byte, and also works on one this user cannot write to. It costs a
     copy of the directory, so it is for the command line's inspection commands, not for a service.
     """
-    where = Path(path).expanduser()
-    if where.exists() and not where.is_dir():
-        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
-    if not where.exists():
-        raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
+    where = _directory(path, create=False)
     with tempfile.TemporaryDirectory(prefix="meve-read-") as tmp:
         copy = Path(tmp) / where.name
         try:
