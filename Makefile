@@ -51,8 +51,10 @@ bench: $(BENCH_STAMP) ## every benchmark (about an hour on 2 cores; not in CI); 
 bench-quick: $(BENCH_STAMP) ## small slices of every benchmark (a few minutes once embeddings are cached)
 	$(PY) -m benchmarks.run --quick $(if $(DATA),--data $(DATA))
 
-train-verifier: $(BENCH_STAMP) ## refit late interaction's calibration (1 min), retrain meve's cross-encoder (45 min on 2 cores) and its 3-layer sibling, distilled from it (31 min); seeded; not in CI
+train-verifier: $(BENCH_STAMP) ## refit late interaction's calibration (1 min), the token codebook and its calibration (8 min), retrain meve's cross-encoder (45 min on 2 cores) and its 3-layer sibling, distilled from it (31 min); seeded; not in CI
 	$(PY) -m benchmarks.train_verifier $(if $(DATA),--data $(DATA))
+	$(PY) -m benchmarks.token_store --fit $(if $(DATA),--data $(DATA))
+	$(PY) -m benchmarks.train_verifier --compressed $(if $(DATA),--data $(DATA))
 	$(PY) -m benchmarks.train_cross_encoder --steps 2500 --ship-step 2000 $(if $(DATA),--data $(DATA))
 	$(PY) -m benchmarks.train_cross_encoder --steps 2500 --layers 3 --freeze-embeddings --teacher shared/meve/weights/cross_encoder.safetensors \
 		--out benchmarks/.cache/cross_encoder_l3 --ship shared/meve/weights/cross_encoder_l3.safetensors $(if $(DATA),--data $(DATA))

@@ -228,7 +228,7 @@ def run(data: Path) -> dict[str, Any]:
             "dev_flat_dense": evaluate(dense, "flat", qs["dev"], name, doc_of[name], par),
             "documents": len(sets[name][0]),
             "windows": hier.hierarchy.windows,
-            "flat_passages": len(flat.lexical.ids),
+            "flat_passages": len(flat.lexical),
         }
         print(f"hierarchical: {name} {json.dumps(results[name])}", flush=True)
         disk.save(li.cache)

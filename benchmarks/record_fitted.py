@@ -40,6 +40,10 @@ def calibrations(data: Path) -> None:
     for name, knob in (
         ("late_interaction_calibration", "late interaction's Platt scaling (shared/meve/weights/late_interaction.safetensors)"),
         (
+            "late_interaction_pq32_calibration",
+            "late interaction's Platt scaling over compressed token vectors (late_interaction_pq32.safetensors; codebook fitted on SQuAD train, in no split)",
+        ),
+        (
             "cross_encoder_calibration",
             "meve's cross-encoders' Platt scalings (cross_encoder*.safetensors; their weights were trained on SQuAD train, in no split)",
         ),

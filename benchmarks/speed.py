@@ -160,7 +160,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
     from llama_index.core.postprocessor import SentenceTransformerRerank, SimilarityPostprocessor
     from llama_index.core.retrievers import QueryFusionRetriever
     from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
-    from llama_index.core.schema import TextNode
+    from llama_index.core.schema import BaseNode, TextNode
     from llama_index.retrievers.bm25 import BM25Retriever as LIBM25Retriever
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
@@ -286,7 +286,7 @@ def race(data: Path, sizes: list[int], n_queries: int = 20, k: int = 20, kept_up
 
         gc.collect()
         mem, t0 = _PeakRSS().start(), time.perf_counter()
-        nodes = [TextNode(text=t, id_=i) for t, i in zip(texts, ids, strict=True)]
+        nodes: list[BaseNode] = [TextNode(text=t, id_=i) for t, i in zip(texts, ids, strict=True)]
         li_store = ChromaVectorStore(chroma_collection=chroma_client().create_collection(f"li{time.time_ns()}"))
         index = VectorStoreIndex(
             nodes, storage_context=StorageContext.from_defaults(vector_store=li_store), embed_model=MeVeEmbedding(emb), insert_batch_size=2048

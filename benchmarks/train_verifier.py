@@ -6,21 +6,23 @@ SQuAD v1.1 dev articles (``benchmarks.harness.common.squad_dev_split``). BENCHMA
 reports only on the other half. Seeded; the data file's sha256 is logged and
 written into the safetensors metadata.
 
-    python -m benchmarks.train_verifier [--data DIR] [--questions 400] [--seed 0] [--out PATH]
+    python -m benchmarks.train_verifier [--data DIR] [--questions 400] [--seed 0] [--out PATH] [--compressed]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.harness.common import data_dir, sha256_file, squad, squad_dev_split, squad_pairs
-from meve.scoring.calibration import CALIBRATION_PATH, Calibration, fit_platt
+from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PATH, Calibration, fit_platt
 from meve.scoring.late_interaction import LateInteractionScorer
+from meve.scoring.token_store import TokenStore
 
 
 def raw_scores(pairs: list[tuple[str, str, int]], scorer: LateInteractionScorer) -> np.ndarray:
@@ -34,20 +36,24 @@ def raw_scores(pairs: list[tuple[str, str, int]], scorer: LateInteractionScorer)
     return out
 
 
-def train(squad_dev: Path, *, questions: int, seed: int, out: Path) -> dict[str, object]:
+def train(squad_dev: Path, *, questions: int, seed: int, out: Path, compressed: bool = False) -> dict[str, object]:
     t0 = time.perf_counter()
     articles = squad(squad_dev)
     split = squad_dev_split([a["title"] for a in articles])
     tune = [a for a in articles if split[a["title"]] == "tune"]
     pairs = squad_pairs(tune, questions, seed)
     scorer = LateInteractionScorer(calibration=Calibration(1.0, 0.0))
-    raw = raw_scores(pairs, scorer)
+    with tempfile.TemporaryDirectory() as tmp:
+        if compressed:  # score what a persistent corpus reads: vectors back from the 32-byte store
+            scorer.attach(TokenStore(Path(tmp) / "tokens"))
+        raw = raw_scores(pairs, scorer)
     labels = np.array([y for _, _, y in pairs])
     cal = fit_platt(raw, labels)
-    log = {
+    log: dict[str, object] = {
         "data": str(squad_dev.name),
         "data_sha256": sha256_file(squad_dev),
         "split": "tune half of SQuAD v1.1 dev articles (sha256-of-title order)",
+        "token_vectors": "product-quantised, 32 bytes (meve.scoring.token_store)" if compressed else "int8",
         "tune_articles": len(tune),
         "questions": questions,
         "pairs": len(pairs),
@@ -68,10 +74,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--squad-dev", help="a SQuAD v1.1 dev file (overrides --data)")
     ap.add_argument("--questions", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(CALIBRATION_PATH))
+    ap.add_argument("--out", help=f"default {CALIBRATION_PATH.name}, or {COMPRESSED_CALIBRATION_PATH.name} with --compressed")
+    ap.add_argument("--compressed", action="store_true", help="fit on token vectors read back from the compressed store")
     args = ap.parse_args(argv)
     path = Path(args.squad_dev) if args.squad_dev else data_dir(args.data) / "train" / "squad" / "squad-v1.1-dev.explorer.json.gz"
-    log = train(path, questions=args.questions, seed=args.seed, out=Path(args.out))
+    out = Path(args.out) if args.out else (COMPRESSED_CALIBRATION_PATH if args.compressed else CALIBRATION_PATH)
+    log = train(path, questions=args.questions, seed=args.seed, out=out, compressed=args.compressed)
     print(json.dumps(log, indent=2))
 
 

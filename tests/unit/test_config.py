@@ -105,7 +105,7 @@ def test_configs_and_meve_take_keyword_arguments_only_and_check_their_types():
         MeVe(None, LexicalIndex([], []))  # type: ignore[misc]
     with pytest.raises(InputError, match=r"store must be a meve PassageStore .*, got str"):
         MeVe(store="chroma", lexical=LexicalIndex([], []))  # type: ignore[arg-type]
-    with pytest.raises(InputError, match=r"lexical must be a meve\.retrieval\.lexical\.LexicalIndex, got list"):
+    with pytest.raises(InputError, match=r"lexical must implement meve\.retrieval\.lexical\.Lexical \(e\.g\. a LexicalIndex\), got list"):
         MeVe(store=None, lexical=[])  # type: ignore[arg-type]
     with pytest.raises(InputError, match="query_encoder must be a callable"):
         MeVe(store=None, lexical=LexicalIndex([], []), query_encoder="embed_query")  # type: ignore[arg-type]

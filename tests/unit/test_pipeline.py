@@ -423,3 +423,41 @@ def test_only_a_collection_others_can_reach_is_followed_for_their_rows(candidate
         r = m.run("Louvre museum Paris")
         assert r.phase("fallback").info.get("triggered", True) is not False
         assert len(calls) == counts
+
+
+class _EngineLexical:
+    """Stands in for a search engine behind the Lexical protocol (not a LexicalIndex): it was fed
+    by its own pipeline, so add() ignores what it is given and catch_up() has nothing to do."""
+
+    def __init__(self, hits):
+        self.hits, self.asked, self.added = hits, [], 0
+
+    def add(self, ids, texts):
+        self.added += len(ids)
+
+    def search(self, query, k):
+        self.asked.append((query, k))
+        return self.hits[:k]
+
+    def catch_up(self, store):
+        return 0
+
+    def __contains__(self, pid):
+        return any(pid == h for h, _ in self.hits)
+
+    def __len__(self):
+        return len(self.hits)
+
+
+def test_a_lexical_backend_behind_the_protocol_serves_fusion_and_fallback():
+    base = build()
+    engine = _EngineLexical([("doc-4", 7.0), ("doc-5", 3.0)])
+    cfg = MeVeConfig(k_init=1, tau=0.9, n_min=3, fallback_k=2, t_max=200, prune="none")
+    m = MeVe(store=base.store, lexical=engine, embedder=FakeEmbedder(), scorer=FakeScorer(), config=cfg)
+    r = m.run("Louvre museum Everest mountain")
+    assert sorted(r.phase("fallback").info["added"]) == ["doc-4", "doc-5"]
+    hybrid = m.run("Louvre museum Everest mountain", candidates="hybrid", k_init=3)
+    assert {"doc-4", "doc-5"} <= set(hybrid.phase("retrieve").kept)
+    assert ("Louvre museum Everest mountain", 3) in engine.asked
+    with pytest.raises(InputError, match="Lexical"):
+        MeVe(store=base.store, lexical=object(), embedder=FakeEmbedder())

@@ -15,7 +15,16 @@ import pytest
 from benchmarks.harness.splits import DATASETS, FITTED, Fitted, check_fitted, item_id, load_fitted, split_of, squad_halves
 from tests.conftest import shared_data
 
-EXPECTED = {"meve_config", "memory_config", "late_interaction_calibration", "cross_encoder_calibration", "doc_weights", "fallback_rule", "cosine_scorer"}
+EXPECTED = {
+    "meve_config",
+    "memory_config",
+    "late_interaction_calibration",
+    "late_interaction_pq32_calibration",
+    "cross_encoder_calibration",
+    "doc_weights",
+    "fallback_rule",
+    "cosine_scorer",
+}
 
 
 def _squad_split() -> dict[str, str]:

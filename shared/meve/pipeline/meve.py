@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,11 +19,12 @@ from meve.core.tokens import TokenCounter, get_token_counter
 from meve.mindref.documents import documents_from
 from meve.mindref.hierarchy import Hierarchy
 from meve.pipeline.calibrate import CorpusCalibration, calibrate
+from meve.pipeline.persist import Snapshots, check_index_dir, index_dir_for, open_lexical
 from meve.pipeline.retrieve import Retriever
 from meve.pipeline.runner import PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
 from meve.retrieval.chroma import check_embedder, chroma_call, chroma_client, unique_collection_name
-from meve.retrieval.lexical import LexicalIndex
+from meve.retrieval.lexical import Lexical, LexicalIndex
 from meve.retrieval.store import ChromaStore, PassageStore
 from meve.scoring.embedders import default_embedder, embedder_dimension
 from meve.scoring.protocols import Embedder, Scorer, Scoring, SharedPass
@@ -45,7 +48,7 @@ class MeVe(Retriever):
         self,
         *,
         store: PassageStore | None,
-        lexical: LexicalIndex,
+        lexical: Lexical,
         config: MeVeConfig | None = None,
         embedder: Embedder | None = None,
         scorer: ScorerSpec = None,
@@ -61,8 +64,8 @@ class MeVe(Retriever):
         write to it (``from_texts``/``from_documents`` set it for the in-memory collection they make)."""
         if store is not None and not isinstance(store, PassageStore):
             raise InputError(f"store must be a meve PassageStore (add/query/get/documents/count) or None, got {type(store).__name__}")
-        if not isinstance(lexical, LexicalIndex):
-            raise InputError(f"lexical must be a meve.retrieval.lexical.LexicalIndex, got {type(lexical).__name__}")
+        if not isinstance(lexical, Lexical):
+            raise InputError(f"lexical must implement meve.retrieval.lexical.Lexical (e.g. a LexicalIndex), got {type(lexical).__name__}")
         if query_encoder is not None and not callable(query_encoder):
             raise InputError(f"query_encoder must be a callable str -> vector or None, got {type(query_encoder).__name__}")
         if not isinstance(follow_replicas, bool):
@@ -77,6 +80,7 @@ class MeVe(Retriever):
         self.token_counter: TokenCounter = get_token_counter(token_counter)
         self._owned_collections: list[tuple[Any, str]] = []
         self._closed = False
+        self._snapshots = Snapshots(None)
 
     # -- lifecycle ------------------------------------------------------------------------
     def warm_up(self) -> MeVe:
@@ -121,9 +125,14 @@ class MeVe(Retriever):
         bm25_backend: str = DEFAULT_BM25,
         show_progress: bool = False,
         batch_size: int = 256,
+        index_dir: str | os.PathLike[str] | None = None,
     ) -> MeVe:
-        """Embed ``texts`` into a Chroma collection (in memory unless ``client`` is given) and build BM25."""
+        """Embed ``texts`` into a Chroma collection (in memory unless ``client`` is given) and build BM25.
+
+        ``index_dir``: where the BM25 snapshot and the verifier's compressed token vectors are kept
+        (:mod:`meve.pipeline.persist`); by default beside a persistent collection, else nowhere."""
         texts, ids_, metas = check_texts(texts, ids, metadatas)
+        asked_dir = check_index_dir(index_dir)
         if not texts:
             raise InputError("texts is empty: give at least one passage to index (or use MeVe.from_chroma on an existing collection)")
         embedder = embedder if embedder is not None else default_embedder()
@@ -137,13 +146,14 @@ class MeVe(Retriever):
         )
         check_embedder(collection, embedder)
         store = ChromaStore(collection, dimension=dim)
-        existing_ids, existing_texts = store.documents() if store.count() else ([], [])
-        clash = set(existing_ids).intersection(ids_)
+        where = index_dir_for(collection, asked_dir)
+        lexical, snapshots = open_lexical(store, where, bm25_backend)
+        clash = [pid for pid in ids_ if pid in lexical]
         if clash:
             raise InputError(f"ids already in collection {collection.name!r}: {sorted(clash)[:5]}; use new ids")
-        lexical = LexicalIndex(existing_ids, existing_texts, bm25_backend)
         # A collection made in its own in-memory client under a name nobody was told: nothing else writes to it.
         meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter, follow_replicas=not owned)
+        meve._persist(where, snapshots)
         if owned:
             meve._owned_collections = [(client, collection.name)]
         meve._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
@@ -159,12 +169,15 @@ class MeVe(Retriever):
         scorer: ScorerSpec = None,
         token_counter: Any = None,
         bm25_backend: str = DEFAULT_BM25,
+        index_dir: str | os.PathLike[str] | None = None,
     ) -> MeVe:
-        """Attach to an existing Chroma collection; BM25 is built from its documents.
+        """Attach to an existing Chroma collection; BM25 is built from its documents, or read from
+        the snapshot beside it and caught up (``index_dir`` as in :meth:`from_texts`).
 
         The collection's recorded embedder must be this one (vectors of another model are not
         comparable even at the same dimension). A corpus whose ingestion did not finish (a crash
         inside ``from_texts``/``add_texts``) opens with a logged warning saying so."""
+        asked_dir = check_index_dir(index_dir)
         embedder = embedder if embedder is not None else default_embedder()
         check_embedder(collection, embedder)
         if (collection.metadata or {}).get("meve:complete") is False:
@@ -174,8 +187,15 @@ class MeVe(Retriever):
                 collection.name,
             )
         store = ChromaStore(collection, dimension=embedder_dimension(embedder))
-        ids, texts = store.documents()
-        return cls(store=store, lexical=LexicalIndex(ids, texts, bm25_backend), config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        where = index_dir_for(collection, asked_dir)
+        lexical, snapshots = open_lexical(store, where, bm25_backend)
+        meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
+        meve._persist(where, snapshots)
+        return meve
+
+    def _persist(self, where: Path | None, snapshots: Snapshots) -> None:
+        self._snapshots = snapshots
+        self._models.keep_tokens_in(where / "tokens" if where is not None else None)
 
     @classmethod
     def from_documents(
@@ -267,6 +287,7 @@ class MeVe(Retriever):
         finally:
             bar.close()
         self._mark_complete(True)
+        self._snapshots.save_if_due(self.lexical)
 
     def _mark_complete(self, complete: bool) -> None:
         if isinstance(self.store, ChromaStore):  # a LangChain VectorStore keeps no collection metadata

@@ -15,7 +15,7 @@ from meve.core.records import Passage
 from meve.mindref.hierarchy import Hierarchy
 from meve.pipeline.runner import cosine_to
 from meve.retrieval.fusion import rrf
-from meve.retrieval.lexical import LexicalIndex, LexicalSearch
+from meve.retrieval.lexical import Lexical, LexicalSearch
 from meve.retrieval.store import ChromaStore, PassageStore
 from meve.scoring.protocols import Scorer
 
@@ -27,7 +27,7 @@ class Retriever:
     or the document hierarchy; ``follow_replicas`` makes each BM25 lookup first catch up with
     rows other handles or processes added (one ``count()``)."""
 
-    def __init__(self, store: PassageStore | None, lexical: LexicalIndex, hierarchy: Hierarchy | None, follow_replicas: bool) -> None:
+    def __init__(self, store: PassageStore | None, lexical: Lexical, hierarchy: Hierarchy | None, follow_replicas: bool) -> None:
         self.store = store
         self.lexical = lexical
         self.hierarchy = hierarchy
@@ -44,7 +44,7 @@ class Retriever:
             raise ConfigError("retrieval", cfg.retrieval, "'hierarchical' for a MeVe built with from_documents (it has no flat passage store)")
         candidates = self.store.query(qvec, cfg.k_init)
         # The lexical index mirrors every passage meve added: its size costs nothing, a Chroma count() a few ms per query.
-        info: dict[str, Any] = {"k_init": cfg.k_init, "candidates": cfg.candidates, "store_size": len(self.lexical.ids)}
+        info: dict[str, Any] = {"k_init": cfg.k_init, "candidates": cfg.candidates, "store_size": len(self.lexical)}
         search: LexicalSearch = self.search
         if cfg.candidates == "hybrid":
             candidates, info["from_bm25"] = self._fuse(query, qvec, candidates, cfg.k_init)

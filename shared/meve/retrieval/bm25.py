@@ -131,9 +131,16 @@ class _Growable:
         self.data: np.ndarray = np.empty(capacity, dtype=dtype)
         self.size = 0
 
+    @classmethod
+    def over(cls, data: np.ndarray) -> _Growable:
+        """Full over ``data`` (a read-only view is fine: the first append copies it)."""
+        g = cls(data.dtype.type, 0)
+        g.data, g.size = data, data.size
+        return g
+
     def append(self, value: float) -> None:
         if self.size == self.data.size:
-            grown = np.empty(self.data.size * 2, dtype=self.data.dtype)
+            grown = np.empty(max(4, self.data.size * 2), dtype=self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
         self.data[self.size] = value
@@ -202,6 +209,32 @@ class IncrementalBM25:
 
     def __len__(self) -> int:
         return self._lengths.size
+
+    def arrays(self) -> tuple[list[str], dict[str, np.ndarray]]:
+        """The index as flat arrays (terms, and their postings laid end to end), for saving."""
+        terms = list(self._postings)
+        sizes = np.fromiter((self._postings[t][0].size for t in terms), dtype=np.int64, count=len(terms))
+        indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=indptr[1:])
+
+        def flat(i: int, dtype: type) -> np.ndarray:
+            return np.concatenate([self._postings[t][i].view() for t in terms]) if terms else np.zeros(0, dtype)
+
+        arrays = {"indptr": indptr, "docs": flat(0, np.int64), "tfs": flat(1, np.float64), "dls": flat(2, np.float64), "lengths": self._lengths.view()}
+        return terms, arrays
+
+    @classmethod
+    def from_arrays(cls, terms: Sequence[str], arrays: dict[str, np.ndarray], *, k1: float = 1.5, b: float = 0.75) -> IncrementalBM25:
+        """The index :meth:`arrays` described; postings are views of the arrays (memory-mapped ones
+        stay on disk until read), copied only when a term gains a document."""
+        index = cls(k1=k1, b=b)
+        indptr = arrays["indptr"]
+        for i, term in enumerate(terms):
+            a, z = int(indptr[i]), int(indptr[i + 1])
+            index._postings[term] = (_Growable.over(arrays["docs"][a:z]), _Growable.over(arrays["tfs"][a:z]), _Growable.over(arrays["dls"][a:z]))
+        index._lengths = _Growable.over(arrays["lengths"])
+        index._total = int(np.asarray(arrays["lengths"]).sum())
+        return index
 
 
 def make_bm25(backend: str = DEFAULT_BM25, texts: Sequence[str] = ()) -> BM25Backend:

@@ -1,21 +1,51 @@
-"""A BM25 index addressed by passage id, and lexical search over a given candidate list."""
+"""A BM25 index addressed by passage id, its snapshot on disk, and lexical search over a given
+candidate list."""
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import shutil
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import numpy as np
+
+from meve.core.errors import ConfigError, StoreError
 from meve.core.records import Passage
 from meve.retrieval.bm25 import DEFAULT_BM25, BM25Backend, IncrementalBM25, make_bm25, top_k
 
 if TYPE_CHECKING:
     from meve.retrieval.store import ChromaStore
 
-__all__ = ["LexicalIndex", "LexicalSearch", "local_lexical"]
+__all__ = ["Lexical", "LexicalIndex", "LexicalSearch", "local_lexical"]
 
 #: (query, k) -> the k best passages by BM25, each with its ``bm25_score``.
 LexicalSearch = Callable[[str, int], list[Passage]]
+
+
+@runtime_checkable
+class Lexical(Protocol):
+    """What a MeVe asks of its lexical side (BM25 hits by passage id). :class:`LexicalIndex` is
+    meve's in-process one; a search engine that ranks by BM25 (OpenSearch or Elasticsearch with a
+    ``match`` query, Vespa, Tantivy) serves the same calls when one machine's index is not enough:
+    ``add`` indexes (or does nothing when the engine is fed by its own pipeline), ``catch_up`` is
+    a no-op there (every replica queries the same engine), ``search`` returns its hits."""
+
+    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None: ...
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]: ...
+
+    def catch_up(self, store: ChromaStore) -> int: ...
+
+    def __contains__(self, pid: object) -> bool: ...
+
+    def __len__(self) -> int: ...
 
 
 class LexicalIndex:
@@ -38,6 +68,57 @@ class LexicalIndex:
     def __contains__(self, pid: object) -> bool:
         return pid in self._known
 
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write a snapshot of the index under ``directory`` and return its folder. The snapshot is
+        written whole into a new folder and then named in ``CURRENT`` (an atomic rename), so a
+        reader never sees half of one; older snapshots are removed after."""
+        if not isinstance(self.backend, IncrementalBM25):
+            raise ConfigError("bm25_backend", self.backend_name, "'incremental' (the only backend whose index can be saved)")
+        root = Path(directory)
+        with self._lock:
+            terms, arrays = self.backend.arrays()
+            ids = list(self.ids)
+        folder = root / f"snapshot-{len(ids)}-{uuid.uuid4().hex[:8]}"
+        folder.mkdir(parents=True)
+        for name, arr in arrays.items():
+            np.save(folder / f"{name}.npy", arr)
+        (folder / "terms.json").write_text(json.dumps(terms), encoding="utf-8")
+        (folder / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
+        with _locked(root, fcntl.LOCK_EX):  # two savers must not delete each other's snapshot
+            tmp = root / f"CURRENT.{uuid.uuid4().hex[:8]}"
+            tmp.write_text(folder.name, encoding="utf-8")
+            os.replace(tmp, root / "CURRENT")
+            for old in root.glob("snapshot-*"):
+                if old != folder:
+                    shutil.rmtree(old, ignore_errors=True)
+        return folder
+
+    @classmethod
+    def load(cls, directory: str | Path) -> LexicalIndex | None:
+        """The snapshot :meth:`save` last completed under ``directory`` (memory-mapped), or None if
+        there is none yet."""
+        current = Path(directory) / "CURRENT"
+        if not current.exists():
+            return None
+        try:
+            # Shared lock: a saver cannot remove the snapshot while it is opened (a mapped file
+            # outlives its deletion, so reading it after the lock is safe).
+            with _locked(Path(directory), fcntl.LOCK_SH):
+                folder = Path(directory) / current.read_text(encoding="utf-8").strip()
+                arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("indptr", "docs", "tfs", "dls", "lengths")}
+                terms = json.loads((folder / "terms.json").read_text(encoding="utf-8"))
+                ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            where = str(directory)
+            raise StoreError(f"the BM25 snapshot in {where!r} cannot be read ({exc}); delete {where!r} and it is rebuilt from the collection") from exc
+        index = cls([], [], "incremental")
+        index.backend = IncrementalBM25.from_arrays(terms, arrays)
+        index.ids, index._known = ids, set(ids)
+        return index
+
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         with self._lock:
             if not self.ids or k <= 0:
@@ -53,6 +134,16 @@ class LexicalIndex:
         rows = store.rows_after(known, self._known)
         self.add([i for i, _, _ in rows], [t for _, t, _ in rows])
         return len(self.ids) - known
+
+
+@contextmanager
+def _locked(root: Path, mode: int) -> Iterator[None]:
+    with open(root / "lock", "a+b") as fh:
+        fcntl.flock(fh, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def local_lexical(passages: Sequence[Passage]) -> LexicalSearch:

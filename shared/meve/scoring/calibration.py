@@ -9,9 +9,12 @@ import numpy as np
 
 from meve.core.errors import ConfigError
 
-__all__ = ["CALIBRATION_PATH", "Calibration", "fit_platt"]
+__all__ = ["CALIBRATION_PATH", "COMPRESSED_CALIBRATION_PATH", "Calibration", "fit_platt"]
 
 CALIBRATION_PATH = Path(__file__).resolve().parents[1] / "weights" / "late_interaction.safetensors"
+# The same scaling refitted on the same pairs with token vectors read back from the 32-byte store:
+# compression lowers MaxSim (a centroid is near, not at, each token), so the int8 scaling would read low.
+COMPRESSED_CALIBRATION_PATH = CALIBRATION_PATH.with_name("late_interaction_pq32.safetensors")
 
 
 @dataclass(frozen=True)

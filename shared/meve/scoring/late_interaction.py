@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from meve.core.errors import ConfigError
-from meve.scoring.calibration import CALIBRATION_PATH, Calibration
+from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PATH, Calibration
 from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder, default_embedder
 from meve.scoring.protocols import Scoring, SharedPass
+from meve.scoring.token_store import TokenStore
 
 __all__ = ["LateInteractionScorer", "TokenVectorCache", "dequantize", "maxsim", "quantize", "text_key"]
 
@@ -124,13 +125,17 @@ class LateInteractionScorer:
     """The default verifier (see the module docstring). ``embedder`` defaults to meve's MiniLM.
 
     ``calibration`` is a :class:`Calibration` or a path to one; the default is the file
-    shipped with meve. ``cache_bytes`` bounds the in-memory token-vector cache.
+    shipped with meve. ``cache_bytes`` bounds the in-memory token-vector cache (int8). With a
+    ``store`` (:class:`~meve.scoring.token_store.TokenStore`, 32 bytes per vector on disk, see
+    :meth:`attach`) token vectors are kept there instead, unbounded and across restarts.
     """
 
     def __init__(self, embedder: Any = None, *, calibration: Calibration | str | Path | None = None, cache_bytes: int = 512 * 2**20) -> None:
         self._st = _sentence_transformer(embedder if embedder is not None else default_embedder())
         self.calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration or CALIBRATION_PATH)
+        self._own_calibration = calibration is not None
         self.cache = TokenVectorCache(cache_bytes)
+        self.store: TokenStore | None = None
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._qlock = threading.Lock()
         self.name = f"late-interaction:{self._st.name}"
@@ -143,6 +148,28 @@ class LateInteractionScorer:
         dense vectors while keeping their token vectors. ``MeVe(scorer="late-interaction")`` builds
         this, and so does ``MeVe(scorer=my_scorer)`` for a scorer you configured."""
         return Scoring(self, self._score_span_lists, SharedPass(self._st.name, self.embed_and_cache, self.embed_query))
+
+    def attach(self, store: TokenStore) -> LateInteractionScorer:
+        """Keep token vectors in ``store`` from now on (MeVe does this for a persistent collection).
+        One store per scorer: a scorer serving two collections would write one's vectors into the
+        other's directory."""
+        if self.store is not None and self.store.path.resolve() != store.path.resolve():
+            held = str(self.store.path)
+            raise ConfigError("store", str(store.path), f"the folder this scorer keeps its token vectors in ({held!r}); one scorer per collection")
+        self.store = store
+        if not self._own_calibration:  # the shipped scaling for the vectors it will now read
+            self.calibration = Calibration.load(COMPRESSED_CALIBRATION_PATH)
+        return self
+
+    def _keep(self, texts: Sequence[str], tokens: Sequence[np.ndarray]) -> None:
+        if self.store is not None:
+            self.store.put_many([(text_key(t), tok) for t, tok in zip(texts, tokens, strict=True)])
+            return
+        for text, tok in zip(texts, tokens, strict=True):
+            self.cache.put(text_key(text), tok)
+
+    def _lookup(self, key: str) -> np.ndarray | None:
+        return self.store.get(key) if self.store is not None else self.cache.get(key)
 
     def warm_up(self) -> LateInteractionScorer:
         """Load the model now (it otherwise loads on first use); returns self."""
@@ -169,20 +196,19 @@ class LateInteractionScorer:
         if not texts:
             return np.zeros((0, self._st.dimension), dtype=np.float32)
         vecs, tokens = self._forward(texts)
-        for text, tok in zip(texts, tokens, strict=True):
-            self.cache.put(text_key(text), tok)
+        self._keep(texts, tokens)
         return vecs
 
     def _passage_tokens(self, passages: Sequence[str]) -> list[np.ndarray]:
         keys = [text_key(p) for p in passages]
-        found: list[np.ndarray | None] = [self.cache.get(k) for k in keys]
+        found: list[np.ndarray | None] = [self._lookup(k) for k in keys]
         missing = list(dict.fromkeys(p for p, f in zip(passages, found, strict=True) if f is None))
         if missing:
             _, tokens = self._forward(missing)
             self.encoded_at_query_time += len(missing)
-            fresh = dict(zip(missing, tokens, strict=True))
-            for text, tok in fresh.items():
-                self.cache.put(text_key(text), tok)
+            self._keep(missing, tokens)
+            # Read back what was kept, so a passage scores the same on its first query as on later ones.
+            fresh = {t: (self._lookup(text_key(t)) if self.store is not None else tok) for t, tok in zip(missing, tokens, strict=True)}
             found = [f if f is not None else fresh[p] for p, f in zip(passages, found, strict=True)]
         return [f for f in found if f is not None]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 from meve.core.errors import ConfigError
 from meve.scoring.cosine import CosineScorer
@@ -16,6 +17,7 @@ from meve.scoring.embedders import default_embedder
 from meve.scoring.late_interaction import LateInteractionScorer
 from meve.scoring.meve_cross_encoder import SHIPPED, MeveCrossEncoderScorer
 from meve.scoring.protocols import Embedder, ProvidesScoring, Scorer, Scoring
+from meve.scoring.token_store import TokenStore
 
 __all__ = ["SCORER_NAMES", "Models", "ScorerSpec", "make_scorer", "make_scoring", "store_scoring"]
 
@@ -96,6 +98,18 @@ class Models:
         self._spec = scorer
         self._store = store
         self._scoring: Scoring | None = None
+        self._token_dir: Path | None = None
+
+    def keep_tokens_in(self, directory: Path | None) -> None:
+        """Where the default verifier keeps its token vectors (a
+        :class:`~meve.scoring.token_store.TokenStore`), attached when the scorer is resolved."""
+        self._token_dir = directory
+        if directory is not None and self._scoring is not None:
+            self._attach(self._scoring)
+
+    def _attach(self, scoring: Scoring) -> None:
+        if self._token_dir is not None and isinstance(scoring.scorer, LateInteractionScorer):
+            scoring.scorer.attach(TokenStore(self._token_dir))
 
     @property
     def embedder(self) -> Embedder:
@@ -110,6 +124,7 @@ class Models:
         if self._scoring is None:
             resolve = store_scoring if self._store else make_scoring
             self._scoring = resolve(self._spec, self.embedder)
+            self._attach(self._scoring)
         return self._scoring
 
     @property

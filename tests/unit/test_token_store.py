@@ -1,0 +1,132 @@
+"""The on-disk token-vector store: product quantisation, persistence across opens and processes,
+and recovery from a writer that died mid-append (no model: vectors are random unit rows)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+from meve.core.errors import ConfigError, StoreError
+from meve.scoring.late_interaction import text_key
+from meve.scoring.token_store import CODEBOOK_PATH, ProductQuantizer, TokenStore
+
+
+def _unit(rng: np.random.Generator, n: int, d: int = 384) -> np.ndarray:
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def pq() -> ProductQuantizer:
+    return ProductQuantizer.fit(_unit(np.random.default_rng(0), 2000), m=32, k=16, iters=3)
+
+
+def test_a_vector_made_of_centroids_decodes_to_itself(pq):
+    codes = np.random.default_rng(1).integers(0, pq.k, size=(5, pq.m)).astype(np.uint8)
+    vectors = pq.centroids[np.arange(pq.m), codes].reshape(5, -1)
+    assert np.array_equal(pq.encode(vectors), codes)
+    decoded = pq.decode(codes)
+    np.testing.assert_allclose(np.linalg.norm(decoded, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(decoded, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_the_shipped_codebook_keeps_a_real_shape():
+    shipped = ProductQuantizer.load(CODEBOOK_PATH)
+    assert (shipped.m, shipped.k, shipped.dimension) == (32, 256, 384)
+
+
+def test_bad_shapes_are_refused(pq):
+    with pytest.raises(ConfigError, match="vectors"):
+        pq.encode(np.zeros((3, 100), np.float32))
+    with pytest.raises(ConfigError, match="m"):
+        ProductQuantizer.fit(np.zeros((300, 10), np.float32), m=3)
+
+
+def test_vectors_survive_a_reopen_and_are_found_by_another_handle(pq, tmp_path):
+    rng = np.random.default_rng(2)
+    a = TokenStore(tmp_path / "tok", pq)
+    b = TokenStore(tmp_path / "tok", pq)  # opened before anything was written: another replica
+    items = [(text_key(f"passage {i}"), _unit(rng, 3 + i)) for i in range(4)]
+    a.put_many(items)
+    for key, tokens in items:
+        got = b.get(key)
+        assert got is not None and got.shape == tokens.shape
+        np.testing.assert_array_equal(got, pq.decode(pq.encode(tokens)))
+    reopened = TokenStore(tmp_path / "tok", pq)
+    assert len(reopened) == 4 and items[2][0] in reopened
+    assert reopened.get(text_key("never stored")) is None
+
+
+def test_a_digest_ending_in_a_zero_byte_is_found(pq, tmp_path):
+    text = next(f"t{i}" for i in range(10_000) if text_key(f"t{i}").endswith("00"))
+    TokenStore(tmp_path / "tok", pq).put_many([(text_key(text), _unit(np.random.default_rng(5), 3))])
+    again = TokenStore(tmp_path / "tok", pq)
+    assert text_key(text) in again and again.get(text_key(text)).shape == (3, 384)
+
+
+def test_putting_a_key_twice_keeps_the_first(pq, tmp_path):
+    rng = np.random.default_rng(3)
+    s = TokenStore(tmp_path / "tok", pq)
+    key = text_key("same text")
+    first = _unit(rng, 4)
+    s.put_many([(key, first)])
+    s.put_many([(key, _unit(rng, 9))])
+    assert s.get(key).shape == (4, 384)
+    assert (tmp_path / "tok" / "codes.bin").stat().st_size == 4 * pq.m
+
+
+def test_a_crash_mid_append_loses_only_the_unfinished_entry(pq, tmp_path):
+    rng = np.random.default_rng(4)
+    s = TokenStore(tmp_path / "tok", pq)
+    kept = (text_key("kept"), _unit(rng, 5))
+    s.put_many([kept])
+    with open(tmp_path / "tok" / "codes.bin", "ab") as fh:  # rows of an entry whose record never came
+        fh.write(b"\x07" * (pq.m * 3 + 5))
+    with open(tmp_path / "tok" / "index.bin", "ab") as fh:  # half a record
+        fh.write(b"\x01" * 10)
+    again = TokenStore(tmp_path / "tok", pq)
+    assert len(again) == 1
+    late = (text_key("after the crash"), _unit(rng, 2))
+    again.put_many([late])
+    fresh = TokenStore(tmp_path / "tok", pq)
+    np.testing.assert_array_equal(fresh.get(kept[0]), pq.decode(pq.encode(kept[1])))
+    np.testing.assert_array_equal(fresh.get(late[0]), pq.decode(pq.encode(late[1])))
+    assert (tmp_path / "tok" / "codes.bin").stat().st_size == 7 * pq.m
+
+
+def test_a_folder_written_with_another_codebook_is_refused(pq, tmp_path):
+    TokenStore(tmp_path / "tok", pq)
+    other = ProductQuantizer(pq.centroids * 2)
+    with pytest.raises(StoreError, match="tok"):
+        TokenStore(tmp_path / "tok", other)
+
+
+def _writer(folder: str, centroids: np.ndarray, worker: int) -> None:
+    pq = ProductQuantizer(centroids)
+    store = TokenStore(folder, pq)
+    rng = np.random.default_rng(100 + worker)
+    for i in range(20):
+        store.put_many([(text_key(f"w{worker}-{i}"), _unit(rng, 2 + i % 5))])
+
+
+def test_processes_appending_at_once_never_interleave(pq, tmp_path):
+    folder = str(tmp_path / "tok")
+    TokenStore(folder, pq)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(folder, pq.centroids, w)) for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    s = TokenStore(folder, pq)
+    assert len(s) == 60
+    for w in range(3):
+        rng = np.random.default_rng(100 + w)
+        for i in range(20):
+            expected = _unit(rng, 2 + i % 5)
+            np.testing.assert_array_equal(s.get(text_key(f"w{w}-{i}")), pq.decode(pq.encode(expected)))
+    assert os.path.getsize(os.path.join(folder, "codes.bin")) == sum(2 + i % 5 for i in range(20)) * 3 * pq.m
