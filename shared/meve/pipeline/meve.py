@@ -14,6 +14,7 @@ import numpy as np
 
 from meve.core.config import MeVeConfig
 from meve.core.errors import InputError, StoreError
+from meve.core.heap import trim
 from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts
 from meve.core.tokens import TokenCounter, get_token_counter
 from meve.mindref.documents import documents_from
@@ -283,6 +284,7 @@ class MeVe(Retriever):
                 vecs = self._index_vectors(texts[sl])
                 self.store.add(ids[sl], texts[sl], metas[sl], vecs)
                 self.lexical.add(ids[sl], texts[sl])
+                trim()  # the batch's activations are freed; give their pages back (meve.core.heap)
                 bar.update(len(texts[sl]))
         finally:
             bar.close()
