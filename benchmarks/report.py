@@ -238,6 +238,62 @@ def speed_facts(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def scale_facts(sc: dict[str, Any], ts: dict[str, Any] | None) -> dict[str, Any]:
+    """The scale run's largest size and the compressed store's AUC cost against issue 38's targets."""
+    rows = sc["rows"]
+    big = rows[-1]
+    n = f"{big['passages']:,}"
+    targets = [
+        _target(big["replica_rss_gb"] <= 12, f"resident memory of a replica answering over {n} passages: {big['replica_rss_gb']} GB (target <= 12 GB)."),
+        _target(big["query_ms_p50"] <= 200, f"p50 query over {n} passages with the default verifier: {big['query_ms_p50']} ms (target <= 200 ms)."),
+        _target(
+            big["replica_first_answer_s"] <= 60,
+            f"a new replica's first answer over {n} passages: {big['replica_first_answer_s']} s after its process started (target <= 60 s).",
+        ),
+    ]
+    if big["passages"] < 1_000_000:
+        targets.append(f"- NOT MEASURED: 1,000,000 passages (the largest size run is {n}).")
+    if ts:
+        loss = {k: round(v["auc_int8"] - v["auc_pq32"], 4) for k, v in ts["datasets"].items()}
+        worst = max(loss.values())
+        targets.append(
+            _target(
+                worst <= 0.01,
+                f"AUC lost to 32-byte token vectors on the dev splits: at most {worst:+.4f} ({', '.join(f'{NAMES.get(k, k)} {v:+.4f}' for k, v in loss.items())}; target <= 0.01).",
+            )
+        )
+    flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} | {f"disk_{k}_gb": v for k, v in r["disk_gb"].items()} for r in rows]
+    phases = [{"passages": r["passages"], **{f"{k} ms p50": v for k, v in r["phase_ms_p50"].items()}} for r in rows]
+    quality = [
+        {"data": NAMES.get(k, k), "AUC int8": v["auc_int8"], "AUC pq32": v["auc_pq32"], "pairs": v["pairs"]}
+        | {f"{arm} evidence": v[f"default_{arm}"]["evidence"] for arm in ("int8", "pq32")}
+        | {f"{arm} tokens": v[f"default_{arm}"]["tokens"] for arm in ("int8", "pq32")}
+        for k, v in (ts or {}).get("datasets", {}).items()
+    ]
+    return {"targets": targets, "table": table(flat), "phases": table(phases), "quality": table(quality) if quality else "", "plot": scale_plot(rows)}
+
+
+def scale_plot(rows: list[dict[str, Any]]) -> str:
+    """Log-log: p50 query, replica start and resident memory against passages."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = [r["passages"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("query_ms_p50", "p50 query (ms)"), ("replica_first_answer_s", "replica first answer (s)"), ("replica_rss_gb", "replica RSS (GB)")):
+        ax.loglog(n, [r[key] for r in rows], marker="o", label=label)
+    ax.set_xlabel("passages")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    out = ROOT / "benchmarks" / "results" / "scale_loglog.png"
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return "benchmarks/results/" + out.name
+
+
 def hierarchical_facts(h: dict[str, Any]) -> dict[str, Any]:
     """The hierarchy's test figures against flat retrieval (test rows; ``dev_*`` rows are dev)."""
     res = h["quality"]["results"]["hotpotqa"]
@@ -285,6 +341,7 @@ def write() -> Path:
         facts["speed"] = speed_facts(res["speed"])
     if "hierarchical" in res:
         facts["hierarchical"] = hierarchical_facts(res["hierarchical"])
+    facts["scale"] = scale_facts(res["scale"], res.get("token_store")) if "scale" in res else None
     first = [res["context"]] if "context" in res else []
     machine: dict[str, Any] = next((r["machine"] for r in [*first, *res.values()] if "machine" in r), {})
     facts["machine"] = machine

@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("context", "memory_lodo", "verifier", "unanswerable", "startup", "hierarchical", "memory_speed", "speed", "bm25", "race")
+SECTIONS = ("context", "memory_lodo", "verifier", "token_store", "unanswerable", "startup", "hierarchical", "memory_speed", "speed", "bm25", "race", "scale")
 
 
 def main() -> None:
@@ -68,6 +68,10 @@ def main() -> None:
         from benchmarks import verifier
 
         save("verifier", verifier.run(data, full))
+    if "token_store" in only:
+        from benchmarks import token_store
+
+        save("token_store", token_store.run(data, dev_limit=200 if full else 40))
     if "unanswerable" in only:
         from benchmarks import unanswerable
 
@@ -99,6 +103,18 @@ def main() -> None:
                 "rss": memory_speed.query_rss(5_000 if full else 1_000, checkpoints=(1_000, 2_500, 5_000) if full else (500, 1_000)),
             },
         )
+    if "scale" in only:
+        from benchmarks import scale
+
+        result = scale.run(data, scale.SIZES if full else (10_000,))
+        previous = json.loads((RESULTS / "scale.json").read_text()) if (RESULTS / "scale.json").exists() else {}
+        ran = {r["passages"] for r in result["rows"]}
+        # Sizes not run this time keep their rows, each with the command and date it was measured with.
+        kept = [r for r in previous.get("rows", []) if r["passages"] not in ran]
+        for row in result["rows"]:
+            row["measured"] = f"{command}, {datetime.now(timezone.utc).date()}"
+        result["rows"] = sorted(kept + result["rows"], key=lambda r: r["passages"])
+        save("scale", result)
     if "speed" in only or "race" in only or "bm25" in only:
         from benchmarks import speed
 
