@@ -171,6 +171,9 @@ class LateInteractionScorer:
     def _lookup(self, key: str) -> np.ndarray | None:
         return self.store.get(key) if self.store is not None else self.cache.get(key)
 
+    def _lookup_many(self, keys: list[str]) -> list[np.ndarray | None]:
+        return self.store.get_many(keys) if self.store is not None else [self.cache.get(k) for k in keys]
+
     def warm_up(self) -> LateInteractionScorer:
         """Load the model now (it otherwise loads on first use); returns self."""
         _ = self._st.model
@@ -201,7 +204,7 @@ class LateInteractionScorer:
 
     def _passage_tokens(self, passages: Sequence[str]) -> list[np.ndarray]:
         keys = [text_key(p) for p in passages]
-        found: list[np.ndarray | None] = [self._lookup(k) for k in keys]
+        found = self._lookup_many(keys)
         missing = list(dict.fromkeys(p for p, f in zip(passages, found, strict=True) if f is None))
         if missing:
             _, tokens = self._forward(missing)
@@ -241,7 +244,14 @@ class LateInteractionScorer:
         if len(passages) == 0:
             return np.zeros(0, dtype=np.float64)
         q = self._query_tokens(query)
-        return np.array([maxsim(q, p) for p in self._passage_tokens(passages)], dtype=np.float64)
+        tokens = self._passage_tokens(passages)
+        sizes = np.array([len(t) for t in tokens])
+        if len(q) == 0 or not sizes.all():  # maxsim's empty cases, one passage at a time
+            return np.array([maxsim(q, p) for p in tokens], dtype=np.float64)
+        # One product for every passage, then each passage's best per query token (same as maxsim).
+        sims = q @ np.concatenate(tokens).T
+        best = np.maximum.reduceat(sims, np.concatenate([[0], np.cumsum(sizes)[:-1]]), axis=1)
+        return best.mean(axis=0).astype(np.float64)
 
     def _token_offsets(self, text: str) -> np.ndarray:
         """Character offsets in ``text`` of the token vectors :meth:`_forward` keeps for it

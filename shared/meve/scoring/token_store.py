@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -51,6 +52,8 @@ class ProductQuantizer:
         self.dimension = self.m * self.sub
         self.digest = hashlib.sha256(c.tobytes()).hexdigest()[:16]
         self._norms = (c * c).sum(axis=2)  # (m, k)
+        self._flat = c.reshape(-1, self.sub)
+        self._offsets = np.arange(self.m, dtype=np.intp) * self.k
 
     @classmethod
     def load(cls, path: str | Path = CODEBOOK_PATH) -> ProductQuantizer:
@@ -98,7 +101,8 @@ class ProductQuantizer:
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """(n, d) float32 unit rows from (n, m) codes."""
         c = np.asarray(codes)
-        out = self.centroids[np.arange(self.m), c.astype(np.intp)].reshape(len(c), self.dimension)
+        # One flat take is ~10x faster than indexing (sub-space, code) pairs.
+        out = np.take(self._flat, c.astype(np.intp) + self._offsets, axis=0).reshape(len(c), self.dimension)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms == 0, 1.0, norms)
 
@@ -180,16 +184,24 @@ class TokenStore:
 
     def get(self, key: str) -> np.ndarray | None:
         """The decoded (unit-row) token vectors stored under ``key``, or None."""
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: list[str]) -> list[np.ndarray | None]:
+        """:meth:`get` for several keys: one lock, one read of each entry's rows, one decode."""
+        wanted = [bytes.fromhex(k) for k in keys]
         with self._lock:
-            hit = self._where.get(bytes.fromhex(key))
-            if hit is None:
-                self._refresh()  # another process may have added it
-                hit = self._where.get(bytes.fromhex(key))
-            if hit is None:
-                return None
-            start, rows = hit
-            codes = np.array(self._mapped(start + rows)[start : start + rows])
-        return self.quantizer.decode(codes)
+            if any(w not in self._where for w in wanted):
+                self._refresh()  # another process may have added them
+            hits = [self._where.get(w) for w in wanted]
+            end = max((s + r for s, r in (h for h in hits if h is not None)), default=0)
+            codes = self._mapped(end)
+            parts = [np.asarray(codes[s : s + r]) for s, r in (h for h in hits if h is not None)]
+        if not parts:
+            return [None] * len(keys)
+        decoded = self.quantizer.decode(np.concatenate(parts))
+        bounds = np.cumsum([0, *(len(x) for x in parts)])
+        found = iter(decoded[a:b] for a, b in itertools.pairwise(bounds))
+        return [next(found) if h is not None else None for h in hits]
 
     def put_many(self, items: list[tuple[str, np.ndarray]]) -> None:
         """Store each (key, token vectors) not stored yet."""
