@@ -34,6 +34,7 @@ def main() -> None:
         help="comma-separated corpus sizes for the race (default 1000,10000,100000 with --full); "
         "rows of other sizes already in speed.json are kept, each with its own date",
     )
+    parser.add_argument("--scale-sizes", help="comma-separated sizes for the scale run (default 10000,100000,1000000 with --full); other rows are kept")
     args = parser.parse_args()
     full = bool(args.full)
     data = data_dir(args.data)
@@ -106,7 +107,8 @@ def main() -> None:
     if "scale" in only:
         from benchmarks import scale
 
-        result = scale.run(data, scale.SIZES if full else (10_000,))
+        sizes_run = tuple(int(x) for x in args.scale_sizes.split(",")) if args.scale_sizes else (scale.SIZES if full else (10_000,))
+        result = scale.run(data, sizes_run)
         previous = json.loads((RESULTS / "scale.json").read_text()) if (RESULTS / "scale.json").exists() else {}
         ran = {r["passages"] for r in result["rows"]}
         # Sizes not run this time keep their rows, each with the command and date it was measured with.
