@@ -251,6 +251,15 @@ def scale_facts(sc: dict[str, Any], ts: dict[str, Any] | None) -> dict[str, Any]
             f"a new replica's first answer over {n} passages: {big['replica_first_answer_s']} s after its process started (target <= 60 s).",
         ),
     ]
+    if "from_texts_mb_per_1k_passages" in sc:
+        per_1k = sc["from_texts_mb_per_1k_passages"]
+        sizes = " and ".join(f"{g['passages']:,}" for g in sc["from_texts_growth"])
+        targets.append(
+            _target(
+                per_1k <= 12,
+                f"resident memory growth of `MeVe.from_texts` into a persistent collection: {per_1k} MB per 1k passages ({sizes} passages, fresh processes; 12 GB at 1M needs <= 12).",
+            )
+        )
     if big["passages"] < 1_000_000:
         targets.append(f"- NOT MEASURED: 1,000,000 passages (the largest size run is {n}).")
     if ts:
