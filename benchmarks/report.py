@@ -226,7 +226,6 @@ def speed_facts(s: dict[str, Any]) -> dict[str, Any]:
             worst <= 5.0,
             f"meve's overhead (everything but model time and the ANN search) at {big['passages']:,} passages: {worst:.1f} ms p50 (target <= 5 ms).",
         ),
-        "- NOT MEASURED: 1M passages (resident memory, p50, replica start); see the Speed section.",
     ]
     keys = [k for k in dict.fromkeys(k for r in rows for k in r) if not k.endswith("_phase_ms_p50")]
     build = [k for k in keys if k in ("passages", "cpu", "embed_s_uncached_or_cached") or "_build_" in k]
