@@ -51,7 +51,8 @@ def open_lexical(store: ChromaStore, directory: Path | None, backend: str) -> tu
     another writer deletes while this index is open are not seen (as for any open replica)."""
     snaps = Snapshots(directory / "bm25" if directory is not None and backend == "incremental" else None)
     lexical = LexicalIndex.load(snaps.path) if snaps.path is not None else None
-    if lexical is not None and store.count() < len(lexical):
+    total = store.count()
+    if lexical is not None and total < len(lexical):
         # Rows were deleted since the snapshot (e.g. `meve index --replace`): it would still find them.
         log.info("meve: the collection holds fewer rows than the BM25 snapshot in %s; rebuilding it", snaps.path)
         lexical = None
@@ -60,7 +61,7 @@ def open_lexical(store: ChromaStore, directory: Path | None, backend: str) -> tu
         added = lexical.catch_up(store)
         log.info("meve: BM25 snapshot of %d rows loaded from %s, %d added since", snaps.rows, snaps.path, added)
     else:
-        ids, texts = store.documents() if store.count() else ([], [])
+        ids, texts = store.documents() if total else ([], [])
         lexical = LexicalIndex(ids, texts, backend)
     snaps.save_if_due(lexical)
     return lexical, snaps
@@ -75,9 +76,9 @@ class Snapshots:
         self.path = path
         self.rows = 0
 
-    def save_if_due(self, lexical: Lexical, *, force: bool = False) -> bool:
+    def save_if_due(self, lexical: Lexical) -> bool:
         n = len(lexical)
-        if not isinstance(lexical, LexicalIndex) or self.path is None or n == 0 or (not force and n - self.rows < max(1, self.rows // 20)):
+        if not isinstance(lexical, LexicalIndex) or self.path is None or n == 0 or n - self.rows < max(1, self.rows // 20):
             return False
         lexical.save(self.path)
         self.rows = n

@@ -168,9 +168,6 @@ class LateInteractionScorer:
         for text, tok in zip(texts, tokens, strict=True):
             self.cache.put(text_key(text), tok)
 
-    def _lookup(self, key: str) -> np.ndarray | None:
-        return self.store.get(key) if self.store is not None else self.cache.get(key)
-
     def _lookup_many(self, keys: list[str]) -> list[np.ndarray | None]:
         return self.store.get_many(keys) if self.store is not None else [self.cache.get(k) for k in keys]
 
@@ -211,7 +208,8 @@ class LateInteractionScorer:
             self.encoded_at_query_time += len(missing)
             self._keep(missing, tokens)
             # Read back what was kept, so a passage scores the same on its first query as on later ones.
-            fresh = {t: (self._lookup(text_key(t)) if self.store is not None else tok) for t, tok in zip(missing, tokens, strict=True)}
+            kept = self._lookup_many([text_key(t) for t in missing]) if self.store is not None else tokens
+            fresh = dict(zip(missing, kept, strict=True))
             found = [f if f is not None else fresh[p] for p, f in zip(passages, found, strict=True)]
         return [f for f in found if f is not None]
 
