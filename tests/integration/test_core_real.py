@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from meve import CrossEncoderScorer, MeVe, MeVeConfig
+from meve import ConfigError, CrossEncoderScorer, MeVe, MeVeConfig
 from meve.cli.commands import demo_corpus
 from meve.retrieval.chroma import chroma_client
 from meve.scoring.cosine import CosineScorer
@@ -88,6 +88,20 @@ def test_cross_encoder_code_path_with_a_tiny_bert(tiny_cross_encoder, minilm):
     assert np.allclose(got, np.asarray(ref, dtype=np.float64), atol=1e-5)  # num_labels=1 defaults to sigmoid
     # A max_length cap above every pair's length changes nothing.
     assert np.allclose(scorer.score("query", passages[::2], max_length=500), got[::2], atol=1e-5)
+    # Batches capped in padded tokens: more forward passes, the long passage alone, the same scores.
+    sizes: list[int] = []
+    for cap, expected in ((None, [4]), (64, [3, 1])):
+        capped = CrossEncoderScorer(tiny_cross_encoder, batch_tokens=cap)
+        model, sizes[:] = capped.model, []
+        real = model.predict
+        model.predict = lambda pairs, _real=real, **kw: (sizes.append(len(pairs)), _real(pairs, **kw))[1]
+        try:
+            assert np.allclose(capped.score("query", passages), got, atol=1e-5)
+        finally:
+            del model.predict
+        assert sizes == expected
+    with pytest.raises(ConfigError, match="batch_tokens"):
+        CrossEncoderScorer("no/such-model", batch_tokens=0)
     assert scorer.pairs_scored == 6
     corpus = demo_corpus()["passages"]
     m = MeVe.from_texts([p["text"] for p in corpus], embedder=minilm, scorer=scorer, config=MeVeConfig(k_init=5, tau=0.0))
@@ -116,8 +130,6 @@ def test_cli_index_query_and_demo(tmp_path, minilm, capsys):
 def test_a_two_logit_cross_encoder_is_scored_by_softmax_and_a_three_way_head_is_refused(tiny_cross_encoder_heads):
     import torch
     from sentence_transformers import CrossEncoder
-
-    from meve import ConfigError
 
     passages = ["short", "a longer passage about gears and chains", "x"]
     raw = CrossEncoder(tiny_cross_encoder_heads[2], device="cpu").predict([("query", p) for p in passages], activation_fn=torch.nn.Identity())

@@ -213,3 +213,23 @@ def test_a_sentence_past_the_model_max_length_is_scored_alone(verifier):
     scores = verifier.score_spans(question, text, spans)
     assert verifier.encoded_at_query_time > before
     assert int(np.argmax(scores)) == len(spans) - 1 and scores[-1] >= 0.5
+
+
+def test_token_vectors_do_not_depend_on_how_texts_are_batched(minilm):
+    # On a CPU the candidates go through the model in length-sorted batches of at most 1,024
+    # padded tokens (meve.scoring.batching); the vectors must be those of one plain batch.
+    from meve.scoring.late_interaction import text_key
+
+    texts = ["Oxygen.", "Oxygen is a chemical element with symbol O. " * 30, "The Rhine flows through six countries.", "Gears " * 200]
+    li = LateInteractionScorer(minilm)
+    dense = li.embed_and_cache(texts)
+    model = minilm.inner.model
+    plain = model.encode(texts, batch_size=64, output_value=None, show_progress_bar=False)
+    special = set(model.tokenizer.all_special_ids)
+    for text, row, vec in zip(texts, plain, dense, strict=True):
+        keep = np.array([int(i) not in special for i in row["input_ids"]], dtype=bool)
+        tok = row["token_embeddings"].float().numpy()[keep]
+        tok /= np.linalg.norm(tok, axis=1, keepdims=True)
+        assert np.allclose(li.cache.get(text_key(text)), tok, atol=0.02)  # int8 in the cache
+        sent = row["sentence_embedding"].float().numpy()
+        assert np.allclose(vec, sent / np.linalg.norm(sent), atol=1e-4)

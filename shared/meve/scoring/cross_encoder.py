@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from meve.core.errors import ConfigError
+from meve.scoring.batching import check_batch_tokens, default_batch_tokens, estimated_tokens, token_batches
 from meve.scoring.cosine import sigmoid
 from meve.scoring.registry import INSTALL_HINT, registry
 
@@ -32,8 +33,10 @@ class CrossEncoderScorer:
     """A sentence-transformers ``CrossEncoder`` by name or path, sigmoid pinned.
 
     Cost controls that do not change which pairs pass: pairs are sorted by
-    length so each batch pads little; ``max_length`` caps tokens per pair
-    (``None`` keeps the model's own limit).
+    length and batched so each batch pads little (``batch_tokens`` padded tokens
+    per forward pass, "auto": 1,024 on a CPU, no cap elsewhere; ``batch_size``
+    pairs at most); ``max_length`` caps tokens per pair (``None`` keeps the
+    model's own limit).
     """
 
     def __init__(
@@ -42,6 +45,7 @@ class CrossEncoderScorer:
         *,
         max_length: int | None = None,
         batch_size: int = 32,
+        batch_tokens: int | Literal["auto"] | None = "auto",
         device: str = "cpu",
         local_files_only: bool = False,
     ) -> None:
@@ -49,6 +53,7 @@ class CrossEncoderScorer:
             raise ConfigError("max_length", max_length, "None (the model's own limit) or an int in [8, 8192] (tokens per query-passage pair)")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
             raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (pairs per forward pass)")
+        self.batch_tokens = default_batch_tokens(device) if batch_tokens == "auto" else check_batch_tokens(batch_tokens)
         self._given = model
         self.max_length = max_length
         self.batch_size = batch_size
@@ -85,14 +90,18 @@ class CrossEncoderScorer:
         """``max_length``/``batch_size`` override the constructor's for this call; ``query_vec`` is unused."""
         if len(passages) == 0:
             return np.zeros(0, dtype=np.float64)
-        order = np.argsort([len(p) for p in passages], kind="stable")
-        raw = self._predict([(query, passages[i]) for i in order], max_length if max_length is not None else self.max_length, batch_size or self.batch_size)
+        cap = max_length if max_length is not None else self.max_length
+        q = estimated_tokens(query)
+        lengths = [min(q + estimated_tokens(p), cap or 1 << 30) for p in passages]
+        batches = token_batches(lengths, max_items=batch_size or self.batch_size, max_tokens=self.batch_tokens)
+        raw = self._predict([[(query, passages[i]) for i in rows] for rows in batches], cap)
         out = np.empty(len(passages), dtype=np.float64)
-        out[order] = relevance(np.asarray(raw, dtype=np.float64), self.name)
+        for rows, logits in zip(batches, raw, strict=True):
+            out[rows] = relevance(np.asarray(logits, dtype=np.float64), self.name)
         self.pairs_scored += len(passages)
         return out
 
-    def _predict(self, pairs: list[tuple[str, str]], cap: int | None, batch_size: int) -> Any:
+    def _predict(self, batches: list[list[tuple[str, str]]], cap: int | None) -> list[Any]:
         import torch
 
         model = self.model
@@ -104,6 +113,9 @@ class CrossEncoderScorer:
             try:
                 if cap is not None:
                     setattr(model, attr, min(cap, old) if old else cap)
-                return model.predict(pairs, batch_size=batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True)
+                return [
+                    model.predict(pairs, batch_size=len(pairs), activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True)
+                    for pairs in batches
+                ]
             finally:
                 setattr(model, attr, old)

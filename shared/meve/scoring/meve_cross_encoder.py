@@ -24,6 +24,7 @@ import numpy as np
 
 from meve.core.errors import ConfigError
 from meve.core.text import sentence_spans
+from meve.scoring.batching import CPU_BATCH_TOKENS, estimated_tokens, token_batches
 from meve.scoring.calibration import Calibration
 from meve.scoring.protocols import Scoring, split_sizes
 from meve.scoring.registry import default_model_path, registry
@@ -100,13 +101,14 @@ class MiniLMCrossEncoder:
         self.head.load_state_dict({k[5:]: v.float() for k, v in tensors.items() if k.startswith("head.")})
         self.encoder.eval()
 
-    def infer(self, query: str, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """One logit per text; texts go in length order so a batch pads little."""
+    def infer(self, query: str, texts: Sequence[str], batch_size: int = 32, batch_tokens: int | None = CPU_BATCH_TOKENS) -> np.ndarray:
+        """One logit per text; texts go in length order, in batches of at most ``batch_tokens``
+        padded tokens (see :mod:`meve.scoring.batching`), so a batch pads little."""
         out = np.zeros(len(texts), dtype=np.float64)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        q = estimated_tokens(query)
+        lengths = [min(q + estimated_tokens(t), self.max_length) for t in texts]
         with self.torch.inference_mode():
-            for s in range(0, len(order), batch_size):
-                rows = order[s : s + batch_size]
+            for rows in token_batches(lengths, max_items=batch_size, max_tokens=batch_tokens):
                 out[rows] = self.logits([query] * len(rows), [texts[i] for i in rows]).float().numpy()
         return out
 
