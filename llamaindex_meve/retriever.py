@@ -17,7 +17,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from llamaindex_meve.postprocessors import annotate
 from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
-from meve.integration import ForeignStore, meve_over, passage_metadata
+from meve.integration import ForeignStore, meve_over, passage_metadata, user_metadata
 
 
 def _all_nodes(index: Any) -> list[BaseNode]:
@@ -107,7 +107,7 @@ class MeVeRetriever(BaseRetriever):
         for p in result.documents:
             # The index's own node where there is one (its type, relationships and metadata kept);
             # hierarchical windows of a wrapped core are new text nodes.
-            node = self._nodes.get(p.id) or TextNode(text=p.text, id_=p.id, metadata=dict(p.metadata))
+            node = self._nodes.get(p.id) or TextNode(text=p.text, id_=p.id, metadata=user_metadata(p.metadata))
             out.append(annotate(NodeWithScore(node=node), passage_metadata(result, p), p.score, p))
         return out or empty_nodes(result, self.on_empty)
 

@@ -22,7 +22,7 @@ import numpy as np
 from meve.core.config import MeVeConfig, check_names
 from meve.core.errors import ConfigError
 from meve.core.records import ContextResult, Passage, check_query
-from meve.core.tokens import get_token_counter
+from meve.core.tokens import STAMP_PREFIX, get_token_counter
 from meve.memory.memory import MomentaryMemory
 from meve.pipeline.meve import MeVe
 from meve.pipeline.phases import unit_rows
@@ -49,6 +49,7 @@ __all__ = [
     "record_messages",
     "run_on_texts",
     "stable_id",
+    "user_metadata",
 ]
 
 CONFIG_FIELDS: tuple[str, ...] = tuple(MeVeConfig.__dataclass_fields__)
@@ -120,11 +121,16 @@ def run_on_texts(
     )
 
 
+def user_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A stored passage's metadata less meve's own bookkeeping (token-count stamps)."""
+    return {k: v for k, v in (meta or {}).items() if not k.startswith(STAMP_PREFIX)}
+
+
 def passage_metadata(result: ContextResult, p: Passage, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``base`` plus what meve adds: score, source, tokens, the kept character spans of a pruned
     passage, and a note for a passage kept without passing the verifier (query coverage: the
     terms it adds; padding: why)."""
-    meta = {**(base or {}), "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
+    meta = {**user_metadata(base), "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
     if p.spans is not None:
         meta["meve_spans"] = [list(span) for span in p.spans]
     if p.source == "covered":

@@ -171,3 +171,45 @@ def test_a_length_cap_never_leaks_into_a_concurrent_uncapped_call(tiny_cross_enc
         del model.predict
     assert seen == [8, original]  # the uncapped call waited for the capped one and ran at the model's own length
     assert np.allclose(uncapped, reference) and model.max_length == original
+
+
+def test_counts_kept_at_ingestion_spare_the_query_and_an_edited_text_is_recounted(minilm, chroma_dir):
+    from langchain_meve import MeVeRetriever
+    from meve.core.tokens import read_stamp
+
+    texts = [p["text"] for p in demo_corpus()["passages"]][:12]
+    meve = MeVe.from_texts(texts, embedder=minilm, client=chroma_client(chroma_dir), collection_name="stamps", scorer="cosine")
+    counter = meve.token_counter
+
+    def real_encode(text: str) -> list[list[float]]:
+        return minilm.encode([text]).tolist()
+
+    stored = meve.store.collection.get(include=["documents", "metadatas"])
+    for text, meta in zip(stored["documents"], stored["metadatas"], strict=True):
+        assert read_stamp(meta["meve:tokens:o200k_base"], text) == counter.count(text)
+
+    counted: list[str] = []
+    real_count, real_many = counter.count, counter.count_many
+    counter.count = lambda t: (counted.append(t), real_count(t))[1]  # type: ignore[method-assign]
+    counter.count_many = lambda ts: (counted.extend(ts), real_many(ts))[1]  # type: ignore[method-assign]
+    try:
+        query = "What does the verifier do?"
+        result = meve.run(query, t_max=400)
+        assert not set(counted) & set(texts)  # no stored passage counted again
+        kept = sum(counter.count(p.text) for p in meve.store.get([p for p in result.trace[0].kept]))
+        assert result.trace[0].tokens_out == kept
+
+        # A plain Chroma client edits one candidate's text; its stamp no longer fits and it is recounted.
+        first = result.trace[0].kept[0]
+        edited = "An edited passage about verifiers " * 5
+        meve.store.collection.update(ids=[first], documents=[edited], embeddings=real_encode(edited))
+        counted.clear()
+        again = meve.run(query, t_max=400)
+        assert edited in counted
+        assert again.trace[0].tokens_out == sum(real_count(p.text) for p in meve.store.get(list(again.trace[0].kept)))
+    finally:
+        del counter.count, counter.count_many
+
+    # The stamp is meve's bookkeeping: the LangChain documents do not carry it.
+    docs = MeVeRetriever(meve=meve).invoke("What does the verifier do?")
+    assert docs and not any(k.startswith("meve:tokens") for d in docs for k in d.metadata)

@@ -63,3 +63,19 @@ def test_count_many_matches_count_below_and_above_the_batch_threshold(n):
     counter = get_token_counter("o200k_base")
     texts = [f"passage {i}: " + "word " * (i % 17) for i in range(n)]
     assert count_many(counter, texts) == [counter.count(t) for t in texts]
+
+
+def test_a_stamp_holds_its_count_only_for_the_text_it_counted():
+    from meve.core.tokens import read_stamp, stamp, stamp_key
+
+    text = "Oxygen is a chemical element with symbol O."
+    kept = stamp(text, 11)
+    assert read_stamp(kept, text) == 11
+    assert read_stamp(kept, text + " Edited.") is None  # edited since: recount
+    assert read_stamp(kept, text.replace("O.", "0.")) is None  # same length, other text
+    for bad in (None, 11, "", "x:y", f"-1:{kept.split(':')[1]}"):
+        assert read_stamp(bad, text) is None
+    # Only counters whose name pins their counts are stamped; both backends of one encoding share a key.
+    assert stamp_key(get_token_counter("o200k_base")) == "meve:tokens:o200k_base"
+    assert stamp_key(RegexTokenCounter()) == "meve:tokens:regex"
+    assert stamp_key(CallableTokenCounter(lambda t: len(t.split()))) is None

@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import tempfile
+import zlib
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +32,9 @@ __all__ = [
     "TokenCounter",
     "count_many",
     "get_token_counter",
+    "read_stamp",
+    "stamp",
+    "stamp_key",
 ]
 
 DEFAULT_ENCODING = "o200k_base"
@@ -270,3 +274,38 @@ def count_many(counter: TokenCounter, texts: list[str]) -> list[int]:
     if many is not None:
         return list(many(texts))
     return [counter.count(t) for t in texts]
+
+
+# Counts kept with the passages at ingestion, so a query does not count its candidates again (on a
+# 2-core CPU, counting 20 HotpotQA candidates took ~2 of meve's ~5 ms per query). A stamp holds the
+# count and a checksum of the text it counted: a text edited since (by any writer) is recounted.
+STAMP_PREFIX = "meve:tokens:"
+
+
+def stamp_key(counter: TokenCounter) -> str | None:
+    """The metadata key of ``counter``'s counts, or None for a counter whose name does not pin its
+    counts (a callable or a Hugging Face tokenizer: two of them can share a name)."""
+    if isinstance(counter, OpenAIEncodingCounter):
+        return STAMP_PREFIX + counter.encoding_name  # tiktoken and bpe-openai give the same ids
+    if isinstance(counter, RegexTokenCounter):
+        return STAMP_PREFIX + counter.name
+    return None
+
+
+def _checksum(text: str) -> str:
+    return f"{zlib.crc32(text.encode('utf-8', 'surrogatepass')):08x}"
+
+
+def stamp(text: str, count: int) -> str:
+    """``count`` as kept in ``text``'s metadata: ``"<count>:<crc32 of the text>"``."""
+    return f"{count}:{_checksum(text)}"
+
+
+def read_stamp(value: object, text: str) -> int | None:
+    """The count a stamp holds when it was made for this very text; None otherwise."""
+    if not isinstance(value, str):
+        return None
+    count, _, crc = value.partition(":")
+    if not count.isdigit() or crc != _checksum(text):
+        return None
+    return int(count)

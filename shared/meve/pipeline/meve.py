@@ -16,7 +16,7 @@ from meve.core.config import MeVeConfig
 from meve.core.errors import InputError, StoreError
 from meve.core.heap import trim
 from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts
-from meve.core.tokens import TokenCounter, get_token_counter
+from meve.core.tokens import TokenCounter, count_many, get_token_counter, stamp, stamp_key
 from meve.mindref.documents import documents_from
 from meve.mindref.hierarchy import Hierarchy
 from meve.pipeline.calibrate import CorpusCalibration, calibrate
@@ -279,10 +279,15 @@ class MeVe(Retriever):
         bar = tqdm(total=len(texts), desc="meve: embedding", unit="passage", disable=not show_progress)
         self._mark_complete(False)  # cleared only when every batch is stored: a crash leaves the mark
         try:
+            key = stamp_key(self.token_counter)
             for start in range(0, len(texts), batch_size):
                 sl = slice(start, start + batch_size)
                 vecs = self._index_vectors(texts[sl])
-                self.store.add(ids[sl], texts[sl], metas[sl], vecs)
+                batch = metas[sl]
+                if key is not None:
+                    counts = count_many(self.token_counter, texts[sl])
+                    batch = [{**(m or {}), key: stamp(t, n)} for m, t, n in zip(batch, texts[sl], counts, strict=True)]
+                self.store.add(ids[sl], texts[sl], batch, vecs)
                 self.lexical.add(ids[sl], texts[sl])
                 trim()  # the batch's activations are freed; give their pages back (meve.core.heap)
                 bar.update(len(texts[sl]))

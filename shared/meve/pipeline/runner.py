@@ -19,7 +19,7 @@ from meve.core.config import MeVeConfig
 from meve.core.errors import ConfigError
 from meve.core.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.core.text import sentence_spans
-from meve.core.tokens import TokenCounter, count_many
+from meve.core.tokens import TokenCounter, count_many, read_stamp, stamp_key
 from meve.pipeline.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_context, pad, verify_query
 from meve.pipeline.prune import prune_sentences
 from meve.retrieval.lexical import LexicalSearch
@@ -67,13 +67,21 @@ class Trace:
 
     def __init__(self, counter: TokenCounter, on_phase: PhaseCallback | None) -> None:
         self.counter = counter
+        self.stamp = stamp_key(counter)
         self.on_phase = on_phase
         self.counts: dict[str, int] = {}
         self.records: list[PhaseRecord] = []
 
     def tokens(self, passages: Sequence[Passage]) -> int:
-        """Tokens of the passages' texts, summed (each distinct text counted once per run)."""
+        """Tokens of the passages' texts, summed (each distinct text counted once per run; a whole
+        text stamped at ingestion with its count under this counter is not counted again)."""
         missing = [p for p in passages if _key(p) not in self.counts]
+        if missing and self.stamp is not None:
+            for p in missing:
+                kept = read_stamp(p.metadata.get(self.stamp), p.text) if p.spans is None else None
+                if kept is not None:
+                    self.counts[_key(p)] = kept
+            missing = [p for p in missing if _key(p) not in self.counts]
         if missing:
             self.counts.update(zip((_key(p) for p in missing), count_many(self.counter, [p.text for p in missing]), strict=True))
         return sum(self.counts[_key(p)] for p in passages)
