@@ -66,6 +66,8 @@ def test_an_in_memory_corpus_keeps_nothing_on_disk_unless_asked(minilm, tmp_path
     plain = MeVe.from_texts(texts, embedder=minilm)
     assert plain.scorer.store is None and plain._snapshots.path is None
     kept = MeVe.from_texts(texts, embedder=minilm, index_dir=tmp_path / "idx")
+    kept.warm_up()  # loads the models; keeps nothing in the store that is not a passage
+    assert len(kept.scorer.store) == len(texts)
     kept.run(QUESTION)
     assert kept.scorer.store is not None and (tmp_path / "idx" / "bm25" / "CURRENT").exists()
     assert kept.scorer.encoded_at_query_time == 0

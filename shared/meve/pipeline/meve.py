@@ -89,7 +89,14 @@ class MeVe(Retriever):
         time (otherwise they load on first use; each loads once per process, see
         :data:`meve.models.registry`)."""
         self.embedder.encode(["warm up"])
-        self.scorer.score("warm up", ["warm up"])
+        scorer = self.scorer
+        # A scorer's own warm-up loads its model without scoring: scoring a made-up passage would
+        # keep its token vectors in a persistent store like a real passage's.
+        own = getattr(scorer, "warm_up", None) or getattr(scorer, "load", None)
+        if callable(own):
+            own()
+        else:
+            scorer.score("warm up", ["warm up"])
         return self
 
     def close(self) -> None:
