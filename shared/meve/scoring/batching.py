@@ -4,8 +4,9 @@ A batch is padded to its longest member, and on a CPU the padded positions cost 
 ones (attention grows with the square of the length). Twenty HotpotQA passages scored in one
 batch of 32 pad to the longest (436 tokens against a mean near 160): the same cross-encoder
 scores them 3x faster (2.4 s -> 0.77 s on a 2-core CPU) in length-sorted batches of at most
-1,024 padded tokens, with the same scores. A GPU runs padded positions in parallel, so there
-only the item count caps a batch.
+1,024 padded tokens, with the same scores; ingestion of token vectors runs 22-27 passages/s
+against 15-16 in batches of 64. A GPU runs padded positions in parallel, so there only the item
+count caps a batch.
 """
 
 from __future__ import annotations
