@@ -29,7 +29,7 @@ from meve.retrieval.lexical import Lexical, LexicalIndex
 from meve.retrieval.store import ChromaStore, PassageStore
 from meve.scoring.embedders import default_embedder, embedder_dimension
 from meve.scoring.protocols import Embedder, Scorer, Scoring, SharedPass
-from meve.scoring.resolve import Models, ScorerSpec
+from meve.scoring.resolve import Models, ScorerSpec, warm_up_scorer
 
 __all__ = ["MeVe"]
 
@@ -89,14 +89,7 @@ class MeVe(Retriever):
         time (otherwise they load on first use; each loads once per process, see
         :data:`meve.models.registry`)."""
         self.embedder.encode(["warm up"])
-        scorer = self.scorer
-        # A scorer's own warm-up loads its model without scoring: scoring a made-up passage would
-        # keep its token vectors in a persistent store like a real passage's.
-        own = getattr(scorer, "warm_up", None) or getattr(scorer, "load", None)
-        if callable(own):
-            own()
-        else:
-            scorer.score("warm up", ["warm up"])
+        warm_up_scorer(self.scorer)
         return self
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ from meve.scoring.meve_cross_encoder import SHIPPED, MeveCrossEncoderScorer
 from meve.scoring.protocols import Embedder, ProvidesScoring, Scorer, Scoring
 from meve.scoring.token_store import TokenStore
 
-__all__ = ["SCORER_NAMES", "Models", "ScorerSpec", "make_scorer", "make_scoring", "store_scoring"]
+__all__ = ["SCORER_NAMES", "Models", "ScorerSpec", "make_scorer", "make_scoring", "store_scoring", "warm_up_scorer"]
 
 #: What ``scorer=`` accepts: a name, a scorer object, a resolved Scoring, or None (the default).
 ScorerSpec = Scoring | Scorer | str | None
@@ -131,3 +131,14 @@ class Models:
     def scorer(self) -> Scorer:
         """The scorer of :attr:`scoring`."""
         return self.scoring.scorer
+
+
+def warm_up_scorer(scorer: Scorer) -> None:
+    """Load ``scorer``'s model now: through its own ``warm_up``/``load`` where it has one (scoring
+    a made-up passage would keep that passage's token vectors in a persistent store like a real
+    one's), else by scoring one pair."""
+    own = getattr(scorer, "warm_up", None) or getattr(scorer, "load", None)
+    if callable(own):
+        own()
+    else:
+        scorer.score("warm up", ["warm up"])
