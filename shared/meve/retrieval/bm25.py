@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -127,7 +127,7 @@ class _Growable:
 
     __slots__ = ("data", "size")
 
-    def __init__(self, dtype: type, capacity: int = 4) -> None:
+    def __init__(self, dtype: type | np.dtype[Any], capacity: int = 4) -> None:
         self.data: np.ndarray = np.empty(capacity, dtype=dtype)
         self.size = 0
 
@@ -138,7 +138,7 @@ class _Growable:
         g.data, g.size = data, data.size
         return g
 
-    def append(self, value: float) -> None:
+    def append(self, value: Any) -> None:
         if self.size == self.data.size:
             grown = np.empty(max(4, self.data.size * 2), dtype=self.data.dtype)
             grown[: self.size] = self.data[: self.size]
@@ -148,6 +148,28 @@ class _Growable:
 
     def view(self) -> np.ndarray:
         return self.data[: self.size]
+
+    @classmethod
+    def posting(cls, loaded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> _Growable:
+        """A term's postings (document, frequency, document length), starting from a loaded snapshot's arrays."""
+        if loaded is None:
+            return cls(POSTING)
+        g = cls(POSTING, max(4, loaded[0].size * 2))
+        view = g.data[: loaded[0].size]
+        view["doc"], view["tf"], view["dl"] = loaded
+        g.size = loaded[0].size
+        return g
+
+
+POSTING = np.dtype([("doc", np.int32), ("tf", np.float32), ("dl", np.float32)])
+
+
+def _fields(posting: _Growable | tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A term's documents, frequencies and document lengths, however it is held."""
+    if isinstance(posting, tuple):
+        return posting
+    view = posting.view()
+    return view["doc"], view["tf"], view["dl"]
 
 
 class IncrementalBM25:
@@ -166,8 +188,12 @@ class IncrementalBM25:
         self.k1, self.b = k1, b
         self.tokenize = tokenize if tokenize is not None else bm25_tokenize
         # Per term: documents, term frequencies and the documents' lengths (kept beside the postings so a
-        # query reads three contiguous arrays instead of gathering lengths by document).
-        self._postings: dict[str, tuple[_Growable, _Growable, _Growable]] = {}
+        # query reads them in one pass instead of gathering lengths by document). One structured array
+        # per term (4 bytes a field: frequencies and lengths are counts, exact in float32 below 2**24;
+        # scoring runs in float64): a corpus has ~8 new terms per passage, mostly rare, and three
+        # arrays per term cost ~3 KB per passage more in Python objects. A snapshot loaded from disk
+        # keeps its three memory-mapped arrays per term until the term gains a document.
+        self._postings: dict[str, _Growable | tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._lengths = _Growable(np.float64)
         self._total = 0
         self.add(texts)
@@ -183,11 +209,9 @@ class IncrementalBM25:
                 counts[tok] = counts.get(tok, 0) + 1
             for tok, tf in counts.items():
                 posting = self._postings.get(tok)
-                if posting is None:
-                    posting = self._postings[tok] = (_Growable(np.int64), _Growable(np.float64), _Growable(np.float64))
-                posting[0].append(doc)
-                posting[1].append(tf)
-                posting[2].append(len(tokens))
+                if not isinstance(posting, _Growable):
+                    posting = self._postings[tok] = _Growable.posting(posting)
+                posting.append((doc, tf, len(tokens)))
 
     def get_scores(self, query: str) -> np.ndarray:
         n = self._lengths.size
@@ -199,9 +223,10 @@ class IncrementalBM25:
             posting = self._postings.get(term)
             if posting is None:
                 continue
-            docs, tfs, dls = posting[0].view(), posting[1].view(), posting[2].view()
-            idf = math.log(1.0 + (n - docs.size + 0.5) / (docs.size + 0.5))
-            norm = dls * (self.k1 * self.b / avgdl)
+            docs, tfs, dls = _fields(posting)
+            # np.float64 scalars, so float32 postings are scored in float64 (a Python float would not promote them).
+            idf = np.float64(math.log(1.0 + (n - docs.size + 0.5) / (docs.size + 0.5)))
+            norm = dls * np.float64(self.k1 * self.b / avgdl)
             norm += self.k1 * (1.0 - self.b)
             norm += tfs
             scores[docs] += idf * tfs / norm
@@ -213,14 +238,14 @@ class IncrementalBM25:
     def arrays(self) -> tuple[list[str], dict[str, np.ndarray]]:
         """The index as flat arrays (terms, and their postings laid end to end), for saving."""
         terms = list(self._postings)
-        sizes = np.fromiter((self._postings[t][0].size for t in terms), dtype=np.int64, count=len(terms))
+        sizes = np.fromiter((_fields(self._postings[t])[0].size for t in terms), dtype=np.int64, count=len(terms))
         indptr = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum(sizes, out=indptr[1:])
 
         def flat(i: int, dtype: type) -> np.ndarray:
-            return np.concatenate([self._postings[t][i].view() for t in terms]) if terms else np.zeros(0, dtype)
+            return np.concatenate([_fields(self._postings[t])[i] for t in terms]).astype(dtype, copy=False) if terms else np.zeros(0, dtype)
 
-        arrays = {"indptr": indptr, "docs": flat(0, np.int64), "tfs": flat(1, np.float64), "dls": flat(2, np.float64), "lengths": self._lengths.view()}
+        arrays = {"indptr": indptr, "docs": flat(0, np.int32), "tfs": flat(1, np.float32), "dls": flat(2, np.float32), "lengths": self._lengths.view()}
         return terms, arrays
 
     @classmethod
@@ -231,7 +256,7 @@ class IncrementalBM25:
         indptr = arrays["indptr"]
         for i, term in enumerate(terms):
             a, z = int(indptr[i]), int(indptr[i + 1])
-            index._postings[term] = (_Growable.over(arrays["docs"][a:z]), _Growable.over(arrays["tfs"][a:z]), _Growable.over(arrays["dls"][a:z]))
+            index._postings[term] = (arrays["docs"][a:z], arrays["tfs"][a:z], arrays["dls"][a:z])
         index._lengths = _Growable.over(arrays["lengths"])
         index._total = int(np.asarray(arrays["lengths"]).sum())
         return index
