@@ -231,7 +231,13 @@ def run(data: Path, sizes: tuple[int, ...] = SIZES, root: Path | None = None, gr
         rows.append(row)
         print(f"scale: {row}", flush=True)
         shutil.rmtree(folder, ignore_errors=True)
-    return {"protocol": __doc__, "rows": rows, "from_texts_growth": grown, "from_texts_mb_per_1k_passages": round(per_1k, 1), "from_texts_file_backed_mb_per_1k_passages": round(file_1k, 1)}
+    return {
+        "protocol": __doc__,
+        "rows": rows,
+        "from_texts_growth": grown,
+        "from_texts_mb_per_1k_passages": round(per_1k, 1),
+        "from_texts_file_backed_mb_per_1k_passages": round(file_1k, 1),
+    }
 
 
 def _child(what: str, data: Path, size: int, folder: Path) -> dict[str, Any]:
