@@ -121,6 +121,8 @@ Made = tuple[list[str], np.ndarray, list[np.ndarray]]
 
 
 def _passages(start: int, n: int, paras: list[str], sents: list[tuple[int, int, int]], vecs: np.ndarray, codes: list[np.ndarray], rng: Any) -> Made:
+    from benchmarks.speed import drawn_vectors
+
     texts, vs, cs = [], np.empty((n, vecs.shape[1]), np.float32), []
     for i in range(n):
         j = start + i
@@ -130,9 +132,7 @@ def _passages(start: int, n: int, paras: list[str], sents: list[tuple[int, int, 
         else:
             picks = [sents[s] for s in rng.integers(len(sents), size=3)]
             texts.append(" ".join(paras[p][a:b] for p, a, b in picks))
-            v = np.sum([vecs[p] for p, _, _ in picks], axis=0)
-            vs[i] = v / (np.linalg.norm(v) or 1.0)
-            c = np.concatenate([codes[p][len(codes[p]) * a // len(paras[p]) : len(codes[p]) * b // len(paras[p])] for p, a, b in picks])
+            vs[i], c = drawn_vectors(picks, paras, vecs, codes)
         cs.append(c)
     return texts, vs, cs
 

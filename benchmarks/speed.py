@@ -64,6 +64,15 @@ def _draws(data: Path, n: int) -> tuple[list[str], list[str], list[list[tuple[in
     return paras, paras + [" ".join(paras[p][a:b] for p, a, b in pick) for pick in picks], picks
 
 
+def drawn_vectors(pick: Sequence[tuple[int, int, int]], paras: Sequence[str], vecs: np.ndarray, rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A drawn passage's vectors from its sentences' paragraphs (``pick``: paragraph, start, end):
+    the normalised sum of the paragraphs' dense vectors, and the slices of their per-token rows
+    (token vectors or their codes) that the sentences cover, by character position."""
+    v = np.sum([vecs[p] for p, _, _ in pick], axis=0)
+    rows_of = [rows[p][len(rows[p]) * a // len(paras[p]) : len(rows[p]) * b // len(paras[p])] for p, a, b in pick]
+    return (v / (np.linalg.norm(v) or 1.0)).astype(np.float32), np.concatenate(rows_of)
+
+
 def corpus(data: Path, n: int) -> list[str]:
     """n passages: HotpotQA paragraphs, then 3-sentence combinations of their sentences (deterministic)."""
     return _draws(data, n)[1]
@@ -192,9 +201,7 @@ def race_corpus(data: Path, n: int, li: LateInteractionScorer) -> tuple[list[str
         pvecs = emb.encode(paras)
         ptoks = [dequantize(*stored[text_key(p)]) for p in paras]
         for text, pick in zip(texts[len(paras) :], picks, strict=True):
-            v = np.sum([pvecs[p] for p, _, _ in pick], axis=0)
-            derived[text] = (v / (np.linalg.norm(v) or 1.0)).astype(np.float32)
-            tok = np.concatenate([ptoks[p][len(ptoks[p]) * a // len(paras[p]) : len(ptoks[p]) * b // len(paras[p])] for p, a, b in pick])
+            derived[text], tok = drawn_vectors(pick, paras, pvecs, ptoks)
             kept.put(text_key(text), tok)
     return texts, _RaceEmbedder(emb, derived), kept
 
