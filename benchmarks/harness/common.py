@@ -203,8 +203,8 @@ class TokenDiskCache:
     def save(self, cache: TokenVectorCache) -> bool:
         """Write the cache when it holds texts the file lacks; returns whether it wrote.
 
-        Rewriting an unchanged file is not free: the race's is 3.4 GB, and it was rewritten just
-        before its default-verifier arm was timed. So an unchanged cache is not written, and a
+        Rewriting an unchanged file is not free (hundreds of MB), and a race rewrote its file just
+        before timing an arm. So an unchanged cache is not written, and a
         write is flushed to disk before the caller times anything."""
         rows = cache.quantized()
         keys = {k for k, _, _ in rows}
@@ -240,12 +240,12 @@ def li_verifier(li: LateInteractionScorer) -> Scoring:
     return replace(li.scoring(), shared=None)
 
 
-def default_verifier(cache: str = "all-MiniLM-L6-v2") -> tuple[LateInteractionScorer, TokenDiskCache]:
-    """meve's default verifier with every token vector cached on disk under ``cache`` (the speed
-    race keeps its 100k passages' vectors apart, so other benchmarks do not load them)."""
+def default_verifier() -> tuple[LateInteractionScorer, TokenDiskCache]:
+    """meve's default verifier with every token vector the benchmarks encoded cached on disk (the
+    speed race derives its drawn passages' vectors and keeps them in memory only)."""
     from meve import SentenceTransformerEmbedder
 
     li = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=8 * 2**30)
-    disk = TokenDiskCache(cache)
+    disk = TokenDiskCache("all-MiniLM-L6-v2")
     disk.load_into(li.cache)
     return li, disk
