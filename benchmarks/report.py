@@ -16,7 +16,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 TEMPLATES = ROOT / "benchmarks" / "templates"
-NAMES = {"squad": "SQuAD", "hotpotqa": "HotpotQA", "wikiqa": "WikiQA", "selqa": "SelQA", "msmarco": "MS MARCO", "locomo": "LoCoMo", "selqa_chat": "SelQA-chat"}
+NAMES = {
+    "squad": "SQuAD",
+    "hotpotqa": "HotpotQA",
+    "wikiqa": "WikiQA",
+    "selqa": "SelQA",
+    "msmarco": "MS MARCO",
+    "locomo": "LoCoMo",
+    "selqa_chat": "SelQA-chat",
+    "memorybank": "MemoryBank",
+}
 ARMS = {
     "lodo_choice": "MeVe, chosen without this set (LODO)",
     "lodo_choice_calibrated": "MeVe, LODO choice + `meve calibrate` on this corpus",
@@ -163,7 +172,7 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
         rows = []
         for budget, t in ((b, t) for b, t in d["test"].items() if b.isdigit()):
             best = max(t["baselines"], key=lambda k: t["baselines"][k][metric])
-            row = {"l_max": budget, **{ARMS.get(k, k): a[metric] for k, a in t["arms"].items()}, f"best fill ({best})": t["baselines"][best][metric]}
+            row = {"l_max": budget, **{ARMS.get(k, k): a[metric] for k, a in t["arms"].items()}, "best fill": t["baselines"][best][metric], "which fill": best}
             rows.append(row)
             if budget == "512":
                 gain = t["arms"]["lodo_choice"][metric] - t["baselines"][best][metric]

@@ -10,6 +10,12 @@
   ``is_paraphrase``), so they do not reuse the turns' wording the way LoCoMo's often do; the
   evidence is the answer sentences' turns. It is not a real chat: no greetings, no replies that
   only make sense beside their question. Registry: SelQA's dev file dev, its test file test.
+* MemoryBank (zhongwanjun/MemoryBank-SiliconFriend, MIT): 15 users' ten days of chat with an AI
+  companion (LLM-written, one session a day, dated), and 5-7 probing questions per user written by
+  the data set's authors, often naming a day ("On May 4th, ..."). It ships no evidence labels: the
+  evidence turns were annotated for meve (``memorybank_evidence.json``, its ``_about``). A question
+  that names a date, or asks for one, is "temporal": it is answerable only from dated lines.
+  Registry: the first 7 users by sha256 of the name dev, the other 8 test.
 
 :class:`Replay` runs :func:`meve.memory.select.select_turns` (the library's selection, not a copy)
 over a conversation, so a grid of settings costs no Chroma and no model run per question.
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -27,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.harness.data import EXTERNAL, external
-from benchmarks.harness.splits import item_id
+from benchmarks.harness.splits import item_id, split_of
 from benchmarks.locomo import load as load_locomo
 from benchmarks.locomo import turns_of
 from meve import MemoryConfig
@@ -40,9 +47,12 @@ from meve.memory.select import Selection, fuse, rank, select_turns, signal_weigh
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
-__all__ = ["MEMORY_SETS", "Conversation", "MemoryQuestion", "Replay", "evidence_kept", "locomo", "selqa_chat"]
+__all__ = ["MEMORY_SETS", "Conversation", "MemoryQuestion", "Replay", "evidence_kept", "locomo", "memorybank", "selqa_chat"]
 
-MEMORY_SETS = ("locomo", "selqa_chat")
+MEMORY_SETS = ("locomo", "selqa_chat", "memorybank")
+MEMORYBANK_EVIDENCE = Path(__file__).with_name("memorybank_evidence.json")
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+NAMES_A_DATE = re.compile(rf"\b(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\bdate\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,37 @@ def selqa_chat(per_conversation: int = 30, root: Path = EXTERNAL / "selqa") -> d
             qs = sorted(qs, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())[:per_conversation]
             convs.append(Conversation(f"selqa-{split}-{topic}", turns, qs))
         out[split] = convs
+    return out
+
+
+def memorybank(root: Path = EXTERNAL / "memorybank", evidence: Path = MEMORYBANK_EVIDENCE) -> dict[str, list[Conversation]]:
+    """MemoryBank's English users by split (module docstring): each user's days in order, the user's
+    messages as "user" turns and the companion's replies as "assistant" turns, every turn dated."""
+    history = {name.strip(): user["history"] for name, user in json.loads(external(root / "memory_bank_en.json").read_text()).items()}
+    asked: dict[str, list[str]] = {}
+    for line in external(root / "probing_questions_en.jsonl").read_text().splitlines():
+        asked.update({name.strip(): qs for name, qs in json.loads(line).items()})
+    labels = {k: v for k, v in json.loads(evidence.read_text()).items() if not k.startswith("_")}
+    out: dict[str, list[Conversation]] = {"dev": [], "test": []}
+    for user in sorted(history):
+        turns: list[Turn] = []
+        for day in sorted(history[user]):
+            when = datetime.fromisoformat(day).replace(hour=9, tzinfo=timezone.utc)
+            for k, exchange in enumerate(history[user][day]):
+                for n, (side, role) in enumerate((("q", "user"), ("r", "assistant"))):
+                    tid = f"{user}/{day[5:]}/{k}{side}"
+                    turns.append(Turn(tid, role, exchange["query" if side == "q" else "response"], when + timedelta(minutes=2 * k + n), len(turns)))
+        known = {t.id for t in turns}
+        if len(labels[user]) != len(asked[user]):
+            raise ValueError(f"{evidence.name}: {user} has {len(labels[user])} labelled questions, the data {len(asked[user])}")
+        qs = []
+        for i, (text, ev) in enumerate(zip(asked[user], labels[user], strict=True)):
+            ids = tuple(f"{user}/{e}" for e in ev)
+            if missing := [e for e in ids if e not in known]:
+                raise ValueError(f"{evidence.name}: {user} question {i} names unknown turns {missing}")
+            if ids:
+                qs.append(MemoryQuestion(item_id("memorybank", user, str(i)), text.strip('"'), ids, "temporal" if NAMES_A_DATE.search(text) else ""))
+        out[split_of(item_id("memorybank", user, "0"))].append(Conversation(f"memorybank-{user.replace(' ', '_')}", turns, qs))
     return out
 
 

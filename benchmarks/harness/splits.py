@@ -12,6 +12,7 @@ construction. The key is what the split is decided on:
 | msmarco | query id | sha256 of the id even: dev |
 | locomo | conversation index | conversations 0-4 dev, 5-9 test |
 | selqa_chat | the SelQA file of the conversation | as selqa |
+| memorybank | user name | the first 7 of MemoryBank's 15 users by sha256 of the name are dev, the other 8 test |
 
 Every tuned value (thresholds, weights, document weights, calibrations) is committed with the ids
 it was fitted on under ``benchmarks/fitted/*.json``; ``tests/unit/test_splits.py`` fails when any
@@ -26,10 +27,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DATASETS", "FITTED", "Fitted", "check_fitted", "item_id", "load_fitted", "parity", "split_of", "squad_halves"]
+__all__ = ["DATASETS", "FITTED", "MEMORYBANK_USERS", "Fitted", "check_fitted", "item_id", "load_fitted", "parity", "split_of", "squad_halves"]
 
 FITTED = Path(__file__).resolve().parents[1] / "fitted"
-DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat")
+DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat", "memorybank")
+#: MemoryBank's English users (eval_data/en/memory_bank_en.json, names stripped): the split's key.
+MEMORYBANK_USERS = ("Emily", "Frank", "Lucy", "Sunny", "Jason", "Linda", "John Zhang", "Ivy", "Henry", "Gary", "Jack", "Roland", "Susan", "Luna", "Leo")
 
 
 def item_id(dataset: str, key: str, native: str) -> str:
@@ -45,8 +48,8 @@ def parity(text: str) -> str:
 
 
 def squad_halves(titles: Iterable[str]) -> dict[str, str]:
-    """SQuAD dev articles by sha256 of the title: the first half "dev" (the calibrations' "tune"
-    half), the rest "test"; fixed and independent of file order."""
+    """SQuAD dev articles (or MemoryBank users) by sha256 of the name: the first half "dev" (for
+    SQuAD, the calibrations' "tune" half), the rest "test"; fixed and independent of file order."""
     ordered = sorted(titles, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
     return {t: ("dev" if i < len(ordered) // 2 else "test") for i, t in enumerate(ordered)}
 
@@ -63,6 +66,10 @@ def split_of(item: str, squad_split: Mapping[str, str] | None = None) -> str:
         return key
     if dataset == "locomo":
         return "dev" if int(key) < 5 else "test"
+    if dataset == "memorybank":
+        if key not in MEMORYBANK_USERS:
+            raise ValueError(f"{item!r}: MemoryBank has no user {key!r}")
+        return squad_halves(MEMORYBANK_USERS)[key]
     if dataset == "squad":
         if squad_split is None:
             raise ValueError("SQuAD ids need the article split (squad_halves over the dev articles)")

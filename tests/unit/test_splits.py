@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from benchmarks.harness.splits import DATASETS, FITTED, Fitted, check_fitted, item_id, load_fitted, split_of, squad_halves
+from benchmarks.harness.splits import DATASETS, FITTED, MEMORYBANK_USERS, Fitted, check_fitted, item_id, load_fitted, split_of, squad_halves
 from tests.conftest import shared_data
 
 EXPECTED = {
@@ -55,7 +55,15 @@ def test_each_rule_puts_an_id_in_exactly_one_split():
         split_of("wikiqa:train:Q1")
     with pytest.raises(ValueError, match="unknown dataset"):
         item_id("nq", "x", "y")
-    assert set(DATASETS) >= {"squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat"}
+    assert set(DATASETS) >= {"squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat", "memorybank"}
+
+
+def test_memorybank_users_split_seven_to_eight_by_the_name_alone():
+    split = {u: split_of(item_id("memorybank", u, "0")) for u in MEMORYBANK_USERS}
+    assert sorted(split.values()).count("dev") == 7 and len(split) == 15
+    assert all(split_of(item_id("memorybank", u, str(i))) == split[u] for u in MEMORYBANK_USERS for i in range(7))
+    with pytest.raises(ValueError, match="no user 'Zoe'"):
+        split_of("memorybank:Zoe:0")
 
 
 def test_an_injected_overlap_is_caught():

@@ -237,7 +237,7 @@ def asks_about_time(query: str) -> bool:
 
 
 def _default_weights() -> dict[str, float]:
-    # With dates="auto" and partner turns: chosen on the dev splits of LoCoMo and SelQA-chat by the
+    # With dates="auto" and partner turns: chosen on the dev splits of LoCoMo, SelQA-chat and MemoryBank by the
     # best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory, leave-one-dataset-out").
     return {"bm25": 0.5, "dense": 0.5}
 
