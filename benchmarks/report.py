@@ -74,6 +74,8 @@ def knobs(setting: Mapping[str, Any]) -> str:
         parts.append(f"coverage {s['coverage']} (floor {s['coverage_floor']})")
     parts.append(f"n_min {s['n_min']}")
     parts.append("no pruning" if s.get("prune", "none") == "none" else f"pruning {s['prune_ratio']} (gate {s['prune_gate']})")
+    if "theta_redundancy" in s:
+        parts.append(f"redundancy theta {s['theta_redundancy']}")
     if s.get("verify") is False:
         parts.append("verification off")
     return ", ".join(parts)

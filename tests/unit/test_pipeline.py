@@ -26,7 +26,7 @@ def build(config=None, **kw):
 
 
 def test_run_records_every_phase_with_tokens_and_reasons():
-    m = build(config=MeVeConfig(k_init=6, tau=0.5, cut="ratio", cut_ratio=0.8, t_max=100))
+    m = build(config=MeVeConfig(k_init=6, tau=0.5, cut="ratio", cut_ratio=0.8, t_max=100, theta_redundancy=0.85))
     r = m.run("When was the Eiffel Tower completed?")
     assert isinstance(r, ContextResult)
     assert [rec.phase for rec in r.trace] == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget"]
