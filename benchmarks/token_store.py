@@ -98,7 +98,9 @@ def run(data: Path, dev_limit: int = 200) -> dict[str, Any]:
     t0 = time.perf_counter()
     li, disk = default_verifier()
     pq = ProductQuantizer.load()
-    default = {k: getattr(MeVeConfig(), k) for k in ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune")}
+    default = {
+        k: getattr(MeVeConfig(), k) for k in ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "theta_redundancy")
+    }
     out: dict[str, Any] = {"protocol": __doc__, "bytes_per_vector": {"int8": 384 + 2, "pq32": pq.m}, "datasets": {}}
     for name in CONTEXT_SETS:
         ds = load(name, data, None)
