@@ -30,13 +30,13 @@ from typing import Any
 
 from benchmarks.harness import lodo
 from benchmarks.harness.arms import BASELINES, KS, evaluate, meve_system, topk_system
-from benchmarks.harness.common import default_verifier, pct
+from benchmarks.harness.common import MEVE_KNOBS, default_verifier, pct
 from benchmarks.harness.corpus import Corpus
 from benchmarks.harness.data import CONTEXT_SETS, Dataset, load
 from benchmarks.harness.splits import write_fitted
 from meve import ContextResult, MeVeConfig, get_token_counter
 
-KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate", "theta_redundancy")
+KNOBS = MEVE_KNOBS
 # 2 candidate sources x 6 verification rules (tau alone at four values, and two per-query cuts at
 # tau 0.1) x query coverage off/on x sentence pruning off/on x redundancy threshold = 96 settings;
 # n_min 1 throughout. The threshold (phase 4: a candidate whose cosine with a kept one exceeds it

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness.arms import evaluate, meve_system
-from benchmarks.harness.common import data_dir, default_verifier, prime, squad
+from benchmarks.harness.common import MEVE_KNOBS, data_dir, default_verifier, prime, squad
 from benchmarks.harness.corpus import Corpus
 from benchmarks.harness.data import CONTEXT_SETS, load
 from benchmarks.verifier import auc
@@ -98,9 +98,7 @@ def run(data: Path, dev_limit: int = 200) -> dict[str, Any]:
     t0 = time.perf_counter()
     li, disk = default_verifier()
     pq = ProductQuantizer.load()
-    default = {
-        k: getattr(MeVeConfig(), k) for k in ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "theta_redundancy")
-    }
+    default = {k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS}
     out: dict[str, Any] = {"protocol": __doc__, "bytes_per_vector": {"int8": 384 + 2, "pq32": pq.m}, "datasets": {}}
     for name in CONTEXT_SETS:
         ds = load(name, data, None)

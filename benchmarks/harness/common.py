@@ -97,7 +97,7 @@ def embedder() -> DiskCachedEmbedder:
 
 
 # The MeVeConfig fields a benchmark's grid varies (and that its results report).
-MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate")
+MEVE_KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate", "theta_redundancy")
 
 
 def acting(cfg: dict[str, Any]) -> dict[str, Any]:
