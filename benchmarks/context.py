@@ -36,7 +36,6 @@ from benchmarks.harness.data import CONTEXT_SETS, Dataset, load
 from benchmarks.harness.splits import write_fitted
 from meve import ContextResult, MeVeConfig, get_token_counter
 
-KNOBS = MEVE_KNOBS
 # 2 candidate sources x 6 verification rules (tau alone at four values, and two per-query cuts at
 # tau 0.1) x query coverage off/on x sentence pruning off/on x redundancy threshold = 96 settings;
 # n_min 1 throughout. The threshold (phase 4: a candidate whose cosine with a kept one exceeds it
@@ -68,7 +67,7 @@ PAPER = {
     "prune": "none",
     "theta_redundancy": 0.85,
 }
-SHIPPED_AT_START = {k: getattr(MeVeConfig(), k) for k in KNOBS}
+SHIPPED_AT_START = {k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS}
 REFERENCE_K = 3  # the token scale of the tie-break: each set's dense top-3
 
 
@@ -183,7 +182,7 @@ def add_calibrated(data: Path, out: dict[str, Any], test_limit: int = 300, queri
         part = ds.splits["test"]
         part.questions = part.questions[:test_limit]
         corpus = Corpus(f"{name}-test", part.ids, part.texts, li)
-        corpus.meve.config = corpus.meve.config.replace(**{k: v for k, v in d["lodo_choice"].items() if k in KNOBS})
+        corpus.meve.config = corpus.meve.config.replace(**{k: v for k, v in d["lodo_choice"].items() if k in MEVE_KNOBS})
         cal = corpus.meve.calibrate(target=CALIBRATION_TARGET, queries=queries, seed=0)
         setting = {**d["lodo_choice"], **cal.config}
         curves = d["test"]["baselines"]

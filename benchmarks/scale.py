@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness.common import ROOT, pct
+from benchmarks.harness.common import MEVE_KNOBS, ROOT, acting, pct
 
 SIZES = (10_000, 100_000, 1_000_000)
 BATCH = 5000
@@ -231,8 +231,12 @@ def run(data: Path, sizes: tuple[int, ...] = SIZES, root: Path | None = None, gr
         rows.append(row)
         print(f"scale: {row}", flush=True)
         shutil.rmtree(folder, ignore_errors=True)
+    from meve import MeVeConfig
+
     return {
         "protocol": __doc__,
+        # Which defaults the rows ran under (runs before 2026-11-25's context run recorded none).
+        "meve_config": acting({k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS}),
         "rows": rows,
         "from_texts_growth": grown,
         "from_texts_mb_per_1k_passages": round(per_1k, 1),
