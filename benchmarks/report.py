@@ -291,7 +291,7 @@ def scale_facts(sc: dict[str, Any], ts: dict[str, Any] | None) -> dict[str, Any]
     ]
     if "from_texts_mb_per_1k_passages" in sc:
         per_1k = sc["from_texts_mb_per_1k_passages"]
-        sizes = " and ".join(f"{g['passages']:,}" for g in sc["from_texts_growth"])
+        sizes = " and ".join(f"{g['passages']:,}" for g in sc["from_texts_growth"] if g.get("bm25_indexing", True))
         targets.append(
             _target(
                 per_1k <= 12,

@@ -181,9 +181,11 @@ def replica(data: Path, folder: Path, started: float, n_queries: int = 100) -> d
     }
 
 
-def growth(data: Path, size: int, folder: Path) -> dict[str, Any]:
+def growth(data: Path, size: int, folder: Path, *, lexical: bool = True) -> dict[str, Any]:
     """Resident memory of ``MeVe.from_texts`` over ``size`` real paragraphs into a persistent
-    collection (the real model encodes them), above the same process with the models loaded."""
+    collection (the real model encodes them), above the same process with the models loaded.
+    ``lexical=False`` leaves BM25 indexing out (a diagnosis of what the growth is made of; such a
+    MeVe has no lexical side and is not used)."""
     import gc
 
     import psutil
@@ -191,6 +193,10 @@ def growth(data: Path, size: int, folder: Path) -> dict[str, Any]:
     from benchmarks.speed import corpus
     from meve import MeVe
     from meve.retrieval.chroma import chroma_client
+    from meve.retrieval.lexical import LexicalIndex
+
+    if not lexical:
+        LexicalIndex.add = lambda self, ids, texts: None  # type: ignore[method-assign,assignment,misc]
 
     texts = corpus(data, size)
     MeVe.from_texts(["warm up"], client=chroma_client(str(folder / "warm")), collection_name="warm").warm_up()
@@ -202,7 +208,8 @@ def growth(data: Path, size: int, folder: Path) -> dict[str, Any]:
     gc.collect()
     after = psutil.Process().memory_info()
     return {
-        "passages": len(meve.lexical),
+        "passages": len(meve.lexical) if lexical else size,
+        "bm25_indexing": lexical,
         "rss_growth_mb": round((after.rss - before.rss) / 1e6, 1),
         # Of which file-backed (Linux: pages of mapped files, e.g. the token store's codes, that the
         # kernel can drop and read again): the rest is the process's own (anonymous) memory.
@@ -223,6 +230,14 @@ def run(data: Path, sizes: tuple[int, ...] = SIZES, root: Path | None = None, gr
     per_1k = (grown[1]["rss_growth_mb"] - grown[0]["rss_growth_mb"]) / ((grown[1]["passages"] - grown[0]["passages"]) / 1000)
     file_1k = (grown[1].get("file_backed_growth_mb", 0) - grown[0].get("file_backed_growth_mb", 0)) / ((grown[1]["passages"] - grown[0]["passages"]) / 1000)
     print(f"scale: from_texts growth {grown}, {per_1k:.1f} MB per 1k passages", flush=True)
+    # The same two sizes with BM25 indexing left out: how much of the growth the lexical side makes.
+    bare = []
+    for size in growth_sizes:
+        folder = root / f"growth-{size}-no-bm25"
+        shutil.rmtree(folder, ignore_errors=True)
+        bare.append(_child("growth-no-bm25", data, size, folder))
+        shutil.rmtree(folder, ignore_errors=True)
+    bare_1k = (bare[1]["rss_growth_mb"] - bare[0]["rss_growth_mb"]) / ((bare[1]["passages"] - bare[0]["passages"]) / 1000)
     rows = []
     for size in sizes:
         folder = root / str(size)
@@ -238,7 +253,8 @@ def run(data: Path, sizes: tuple[int, ...] = SIZES, root: Path | None = None, gr
         # Which defaults the rows ran under (runs before 2026-11-25's context run recorded none).
         "meve_config": acting({k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS}),
         "rows": rows,
-        "from_texts_growth": grown,
+        "from_texts_growth": grown + bare,
+        "from_texts_mb_per_1k_passages_without_bm25": round(bare_1k, 1),
         "from_texts_mb_per_1k_passages": round(per_1k, 1),
         "from_texts_file_backed_mb_per_1k_passages": round(file_1k, 1),
     }
@@ -258,8 +274,8 @@ if __name__ == "__main__":
     started = float(started_arg)
     if what == "build":
         result = build(Path(data_arg), int(size_arg), Path(folder_arg))
-    elif what == "growth":
-        result = growth(Path(data_arg), int(size_arg), Path(folder_arg))
+    elif what in ("growth", "growth-no-bm25"):
+        result = growth(Path(data_arg), int(size_arg), Path(folder_arg), lexical=what == "growth")
     else:
         result = replica(Path(data_arg), Path(folder_arg), started)
     Path(out_arg).write_text(json.dumps(result, indent=1))

@@ -190,7 +190,7 @@ class IncrementalBM25:
     document lengths, 4 bytes a field; a term's postings are one row, ``indptr`` gives its bounds),
     exactly the arrays a snapshot saves, so a loaded snapshot is used memory-mapped as it is. New
     documents go to a tail of growable arrays per term (``add`` is amortised O(distinct terms of
-    the document)), merged into the flat arrays when it grows (see ``_COMPACT_MIN``) and on save.
+    the document)), merged into the flat arrays when it grows (see ``_COMPACT_MIN``).
     A term in the flat part costs one dict entry, where a loaded snapshot used to make three array
     views per term (at 100k passages: 0.37 s and 71 MB to load, now 0.03 s and 18 MB). A query is
     O(postings of its terms), vectorised. A replica that merges pulls the memory-mapped postings
@@ -266,11 +266,18 @@ class IncrementalBM25:
         return self._lengths.size
 
     def _compact(self) -> None:
-        """Merge the tail into the flat arrays: a term's tail goes at the end of its row (documents
-        stay ascending: the tail holds only later ones), a new term's becomes a new row. np.insert
-        needs memory for the result and the tail only, not an index over every posting."""
+        """Merge the tail into the flat arrays (when it has grown: see ``_COMPACT_MIN``)."""
+        if self._tail:
+            self._slot, self._indptr, self._flat = self._merged()
+            self._tail, self._tail_postings = {}, 0
+
+    def _merged(self) -> tuple[dict[str, int], np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The flat arrays with the tail merged in, the index left as it is: a term's tail goes at
+        the end of its row (documents stay ascending: the tail holds only later ones), a new
+        term's becomes a new row. np.insert needs memory for the result and the tail only, not an
+        index over every posting."""
         if not self._tail:
-            return
+            return self._slot, self._indptr, self._flat
         rows = self._indptr.size - 1
         slot = dict(self._slot)
         for t in self._tail:
@@ -278,23 +285,25 @@ class IncrementalBM25:
         by_row = sorted((slot[t], g) for t, g in self._tail.items())
         counts = np.fromiter((g.size for _, g in by_row), dtype=np.int64, count=len(by_row))
         where = np.fromiter((r for r, _ in by_row), dtype=np.int64, count=len(by_row))
-        # Before the next row's first posting, or after everything for a new term.
-        at = np.repeat(self._indptr[np.minimum(where + 1, rows)], counts)
-        tail = np.concatenate([g.view() for _, g in by_row])
         sizes = np.zeros(len(slot), dtype=np.int64)
         sizes[:rows] = np.diff(self._indptr)
         np.add.at(sizes, where, counts)
         indptr = np.zeros(len(slot) + 1, dtype=np.int64)
         np.cumsum(sizes, out=indptr[1:])
-        self._flat = tuple(np.insert(old, at, tail[field]) for old, field in zip(self._flat, ("doc", "tf", "dl"), strict=True))  # type: ignore[assignment]
-        self._slot, self._indptr = slot, indptr
-        self._tail, self._tail_postings = {}, 0
+        docs, tfs, dls = (np.concatenate([g.view()[field] for _, g in by_row]) for field in ("doc", "tf", "dl"))
+        if rows == 0:  # nothing merged yet (every save of a small corpus): the tail in row order is all
+            return slot, indptr, (docs, tfs, dls)
+        # Before the next row's first posting, or after everything for a new term.
+        at = np.repeat(self._indptr[np.minimum(where + 1, rows)], counts)
+        docs, tfs, dls = (np.insert(old, at, new) for old, new in zip(self._flat, (docs, tfs, dls), strict=True))
+        return slot, indptr, (docs, tfs, dls)
 
     def arrays(self) -> tuple[list[str], dict[str, np.ndarray]]:
-        """The index as flat arrays (terms, and their postings laid end to end), for saving."""
-        self._compact()
-        arrays = {"indptr": self._indptr, "docs": self._flat[0], "tfs": self._flat[1], "dls": self._flat[2], "lengths": self._lengths.view()}
-        return list(self._slot), arrays
+        """The index as flat arrays (terms, and their postings laid end to end), for saving. The
+        index itself is not merged: merging on every save (every batch of a small corpus) left
+        ``MeVe.from_texts`` ~3 MB per 1k passages more resident memory (BENCHMARKS.md, "Scale")."""
+        slot, indptr, (docs, tfs, dls) = self._merged()
+        return list(slot), {"indptr": indptr, "docs": docs, "tfs": tfs, "dls": dls, "lengths": self._lengths.view()}
 
     @classmethod
     def from_arrays(cls, terms: Sequence[str], arrays: dict[str, np.ndarray], *, k1: float = 1.5, b: float = 0.75) -> IncrementalBM25:
