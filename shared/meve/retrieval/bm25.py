@@ -187,7 +187,9 @@ class IncrementalBM25:
     which drops the constant (k1 + 1) factor), so the two agree (tested).
 
     Postings live in two places. The compacted ones are flat arrays (documents, frequencies and
-    document lengths, 4 bytes a field; a term's postings are one row, ``indptr`` gives its bounds),
+    document lengths, 4 bytes a field: frequencies and lengths are counts, exact in float32 below
+    2**24, and scoring runs in float64; lengths sit beside the postings so a query reads them in
+    one pass; a term's postings are one row, ``indptr`` gives its bounds),
     exactly the arrays a snapshot saves, so a loaded snapshot is used memory-mapped as it is. New
     documents go to a tail of growable arrays per term (``add`` is amortised O(distinct terms of
     the document)), merged into the flat arrays when it grows (see ``_COMPACT_MIN``).
