@@ -218,26 +218,30 @@ def growth(data: Path, size: int, folder: Path, *, lexical: bool = True) -> dict
     }
 
 
+def _growth_pair(what: str, data: Path, sizes: tuple[int, int], root: Path) -> list[dict[str, Any]]:
+    """One fresh process per size, each into a folder removed after."""
+    out = []
+    for size in sizes:
+        folder = root / f"{what}-{size}"
+        shutil.rmtree(folder, ignore_errors=True)
+        out.append(_child(what, data, size, folder))
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def _per_1k(pair: list[dict[str, Any]], key: str) -> float:
+    return float(pair[1].get(key, 0) - pair[0].get(key, 0)) / ((pair[1]["passages"] - pair[0]["passages"]) / 1000)
+
+
 def run(data: Path, sizes: tuple[int, ...] = SIZES, root: Path | None = None, growth_sizes: tuple[int, int] = (1000, 3000)) -> dict[str, Any]:
     """Each size: build in one fresh process, open in another; the folder is removed after."""
     root = root or ROOT / "benchmarks" / ".cache" / "scale"
-    grown = []
-    for size in growth_sizes:
-        folder = root / f"growth-{size}"
-        shutil.rmtree(folder, ignore_errors=True)
-        grown.append(_child("growth", data, size, folder))
-        shutil.rmtree(folder, ignore_errors=True)
-    per_1k = (grown[1]["rss_growth_mb"] - grown[0]["rss_growth_mb"]) / ((grown[1]["passages"] - grown[0]["passages"]) / 1000)
-    file_1k = (grown[1].get("file_backed_growth_mb", 0) - grown[0].get("file_backed_growth_mb", 0)) / ((grown[1]["passages"] - grown[0]["passages"]) / 1000)
+    grown = _growth_pair("growth", data, growth_sizes, root)
+    per_1k, file_1k = _per_1k(grown, "rss_growth_mb"), _per_1k(grown, "file_backed_growth_mb")
     print(f"scale: from_texts growth {grown}, {per_1k:.1f} MB per 1k passages", flush=True)
     # The same two sizes with BM25 indexing left out: how much of the growth the lexical side makes.
-    bare = []
-    for size in growth_sizes:
-        folder = root / f"growth-{size}-no-bm25"
-        shutil.rmtree(folder, ignore_errors=True)
-        bare.append(_child("growth-no-bm25", data, size, folder))
-        shutil.rmtree(folder, ignore_errors=True)
-    bare_1k = (bare[1]["rss_growth_mb"] - bare[0]["rss_growth_mb"]) / ((bare[1]["passages"] - bare[0]["passages"]) / 1000)
+    bare = _growth_pair("growth-no-bm25", data, growth_sizes, root)
+    bare_1k = _per_1k(bare, "rss_growth_mb")
     rows = []
     for size in sizes:
         folder = root / str(size)
