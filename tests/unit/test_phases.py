@@ -242,3 +242,16 @@ def test_prune_keeps_the_sentence_before_a_pronoun_anywhere_in_a_kept_sentence()
     # "his" pulls in "Rain fell." (no pronoun), and the walk stops there: the subject is one sentence further back.
     assert out.kept[0].text == "Rain fell. In 1888 his son rode a tricycle."
     assert out.info["kept_for_context"] == 1
+
+
+def test_passage_with_copies_and_refuses_a_field_it_does_not_have():
+    # with_ copies the fields directly (no dataclasses.replace): the original must stay as it was,
+    # and a misspelt field must fail as replace() would.
+    p = Passage(id="a", text="Drais built it.", metadata={"src": "x"}, dense_score=0.4)
+    q = p.with_(relevance=0.9, dense_score=0.5)
+    assert (q.id, q.text, q.metadata, q.relevance, q.dense_score) == ("a", "Drais built it.", {"src": "x"}, 0.9, 0.5)
+    assert (p.relevance, p.dense_score) == (None, 0.4)
+    with pytest.raises(TypeError, match="relevnce"):
+        p.with_(relevnce=0.9)
+    with pytest.raises(AttributeError):
+        q.id = "b"  # type: ignore[misc]  # still frozen
