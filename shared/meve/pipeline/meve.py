@@ -294,8 +294,7 @@ class MeVe(Retriever):
         finally:
             bar.close()
         self._mark_complete(True)
-        if self._snapshots.save_if_due(self.lexical):
-            trim()  # the snapshot's merged arrays and JSON were transient too
+        self._snapshots.save_if_due(self.lexical)
 
     def _mark_complete(self, complete: bool) -> None:
         if isinstance(self.store, ChromaStore):  # a LangChain VectorStore keeps no collection metadata

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from meve.core.errors import ConfigError
+from meve.core.heap import trim
 from meve.core.logs import log
 from meve.retrieval.lexical import Lexical, LexicalIndex
 from meve.retrieval.store import ChromaStore
@@ -81,5 +82,8 @@ class Snapshots:
         if not isinstance(lexical, LexicalIndex) or self.path is None or n == 0 or n - self.rows < max(1, self.rows // 20):
             return False
         lexical.save(self.path)
+        # The save's merged arrays and JSON are freed now, but glibc keeps their pages: they were
+        # ~4 MB per 1k passages of from_texts's resident growth (BENCHMARKS.md, "Scale").
+        trim()
         self.rows = n
         return True
