@@ -25,7 +25,7 @@ __all__ = ["CONTEXT_SETS", "Dataset", "Question", "Split", "external", "load"]
 
 #: Where data brought in with the search tool's ``fetch`` is extracted (ignored by git; see DATA.md).
 EXTERNAL = Path(__file__).resolve().parents[1] / ".cache" / "external"
-CONTEXT_SETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco")
+CONTEXT_SETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa")
 YES_NO = {"yes", "no"}
 
 
@@ -224,6 +224,38 @@ def msmarco(data: Path, limit: int | None) -> Dataset:
     return Dataset("msmarco", "every sentence of the relevant passages", source, splits)
 
 
+def covidqa(limit: int | None, root: Path = EXTERNAL / "covidqa") -> Dataset:
+    """COVID-QA (SQuAD format, scientific articles): each split's articles, cut into chunks of
+    <= 150 tokens of whole sentences, are its corpus; the evidence is every sentence the answer
+    span touches (its spans often run over several)."""
+    counter = get_token_counter()
+    articles = json.loads(external(root / "200423_covidQA.json").read_text())["data"]
+    splits = {"dev": Split(), "test": Split()}
+    for a in articles:
+        for p in a["paragraphs"]:
+            doc, text = str(p["document_id"]), p["context"]
+            part = splits[parity(doc)]
+            spans = sentence_spans(text)
+            sents = [text[x:y] for x, y in spans]
+            chunk_of: list[str] = []
+            for j, (lo, hi) in enumerate(selqa_chunks(sents, counter)):
+                part.add(f"{doc}#{j}", " ".join(sents[lo:hi]))
+                chunk_of += [f"{doc}#{j}"] * (hi - lo)
+            for qa in p["qas"]:
+                ans = qa["answers"][0]
+                start, end = ans["answer_start"], ans["answer_start"] + len(ans["text"])
+                hit = [k for k, (x, y) in enumerate(spans) if x < end and start < y]
+                if not hit or qa.get("is_impossible"):
+                    continue
+                answers = tuple(sorted({x["text"].strip() for x in qa["answers"]}))
+                gold = frozenset(chunk_of[k] for k in hit)
+                part.questions.append(Question(item_id("covidqa", doc, str(qa["id"])), qa["question"], answers, tuple(sents[k] for k in hit), gold))
+    for part in splits.values():
+        part.questions = _sample(part.questions, limit)
+    source = "COVID-QA (Apache-2.0), deepset-ai/COVID-QA@fb2eb5e, data/question-answering/200423_covidQA.json"
+    return Dataset("covidqa", "every sentence the answer span touches", source, splits)
+
+
 def external(path: Path) -> Path:
     """A file brought in with ``fetch`` and extracted under benchmarks/.cache/external (DATA.md says how)."""
     if not path.exists():
@@ -243,4 +275,6 @@ def load(name: str, data: Path, limit: int | None = None) -> Dataset:
         return selqa(limit)
     if name == "msmarco":
         return msmarco(data, limit)
+    if name == "covidqa":
+        return covidqa(limit)
     raise ValueError(f"unknown data set {name!r}; known: {', '.join(CONTEXT_SETS)}")

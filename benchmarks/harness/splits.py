@@ -10,6 +10,7 @@ construction. The key is what the split is decided on:
 | hotpotqa | question id | sha256 of the id even: dev, odd: test (the 512 questions of both shared files) |
 | wikiqa, selqa | the file the item came from | the official dev file is dev, the official test file is test |
 | msmarco | query id | sha256 of the id even: dev |
+| covidqa | article (document id) | sha256 of the id even: dev |
 | locomo | conversation index | conversations 0-4 dev, 5-9 test |
 | selqa_chat | the SelQA file of the conversation | as selqa |
 | memorybank | user name | the first 7 of MemoryBank's 15 users by sha256 of the name are dev, the other 8 test |
@@ -30,7 +31,7 @@ from pathlib import Path
 __all__ = ["DATASETS", "FITTED", "MEMORYBANK_USERS", "Fitted", "check_fitted", "item_id", "load_fitted", "parity", "split_of", "squad_halves"]
 
 FITTED = Path(__file__).resolve().parents[1] / "fitted"
-DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat", "memorybank")
+DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa", "locomo", "selqa_chat", "memorybank")
 #: MemoryBank's English users (eval_data/en/memory_bank_en.json, names stripped): the split's key.
 MEMORYBANK_USERS = ("Emily", "Frank", "Lucy", "Sunny", "Jason", "Linda", "John Zhang", "Ivy", "Henry", "Gary", "Jack", "Roland", "Susan", "Luna", "Leo")
 
@@ -58,7 +59,7 @@ def split_of(item: str, squad_split: Mapping[str, str] | None = None) -> str:
     """ "dev" or "test" for a registry id. SQuAD ids need ``squad_split`` (title -> split, from
     :func:`squad_halves` over the 48 dev articles); every other rule reads the id alone."""
     dataset, key, _ = item.split(":", 2)
-    if dataset in ("hotpotqa", "msmarco"):
+    if dataset in ("hotpotqa", "msmarco", "covidqa"):
         return parity(key)
     if dataset in ("wikiqa", "selqa", "selqa_chat"):
         if key not in ("dev", "test"):
