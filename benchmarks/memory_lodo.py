@@ -23,7 +23,7 @@ Protocol, fixed before the run:
    the other sets' dev splits, reported on D's test split at 256, 512 and 1024 tokens beside the
    baselines.
 3. The shipped default: the best worst-case margin over every dev split (in-distribution on each).
-4. Beside: MemoryConfig() as it stood when the run began, and the chosen setting through the
+4. Beside: MemoryConfig() as it stood when the run began, the paper's settings (PAPER), and the chosen setting through the
    real MomentaryMemory (Chroma, MiniLM) on test at 512, which must match the replay.
 
     python -m benchmarks.run --full --only memory_lodo [--data DIR]
@@ -54,6 +54,9 @@ GRID: list[dict[str, Any]] = [
     for (f, w), d, p in itertools.product(FUSIONS, (False, True, "auto"), (False, True))
 ]
 AT_START = {k: getattr(MemoryConfig(), k) for k in ("fusion", "weights", "dates", "partner_turns")}
+# The Momentary Contexts paper's reconstruction: a weighted sum of normalised BM25 and vector scores
+# (it gives no weights; equal ones), the most recent turn, no dates, no partner turns.
+PAPER = {"fusion": "weighted", "weights": {"bm25": 0.5, "dense": 0.5}, "dates": False, "partner_turns": False}
 FILLS = ("dense", "bm25", "hybrid")
 METRIC = "answerable"
 DATED = re.compile(r"^\[\d{4}-\d\d-\d\d\] ")  # a context rendered with dates starts with one
@@ -148,6 +151,7 @@ def run(data: Path) -> dict[str, Any]:
         for b in BUDGETS:
             arms = {"lodo_choice": _score(rps, qv, _setting(GRID[choice], b)), "default_in_distribution": _score(rps, qv, _setting(GRID[default_i], b))}
             arms["memoryconfig_at_start"] = _score(rps, qv, _setting(AT_START, b))
+            arms["memory_paper"] = _score(rps, qv, _setting(PAPER, b))
             test[str(b)] = {"arms": arms, "baselines": _baselines(rps, qv, b, stem)}
         test["real_memory_512"] = _real(sets[n]["test"], GRID[choice], BUDGET)
         out["datasets"][n] = {

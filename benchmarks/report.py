@@ -36,6 +36,7 @@ ARMS = {
     "lodo_choice_prune_flipped": "LODO choice, sentence pruning switched the other way",
     "meveconfig_at_start": "MeVeConfig() before this run",
     "memoryconfig_at_start": "MemoryConfig() before this run",
+    "memory_paper": "the Momentary Contexts paper's settings (equal BM25 and vector weights, no dates, no partner turns)",
 }
 
 

@@ -55,7 +55,15 @@ def test_each_rule_puts_an_id_in_exactly_one_split():
         split_of("wikiqa:train:Q1")
     with pytest.raises(ValueError, match="unknown dataset"):
         item_id("nq", "x", "y")
-    assert set(DATASETS) >= {"squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "locomo", "selqa_chat", "memorybank"}
+    assert set(DATASETS) >= {"squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa", "locomo", "selqa_chat", "memorybank"}
+
+
+def test_covidqa_splits_by_article_so_no_article_has_questions_on_both_sides():
+    # Questions on one article share its passages: the key is the article, the question id is not read.
+    for doc in ("1740", "262", "3101"):
+        assert len({split_of(item_id("covidqa", doc, str(q))) for q in range(50)}) == 1
+    sides = [split_of(item_id("covidqa", str(doc), "0")) for doc in range(200)]
+    assert 60 < sides.count("dev") < 140
 
 
 def test_memorybank_users_split_seven_to_eight_by_the_name_alone():
