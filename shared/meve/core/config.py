@@ -101,7 +101,7 @@ class MeVeConfig:
             sigmoid (or softmax) probability, the default verifier's calibrated P(relevant).
             The defaults of tau, cut, candidates, coverage, prune and theta_redundancy (hybrid
             candidates, tau 0.1, the ratio cut at 0.8, coverage 0.3, no pruning, theta 0.95) were
-            chosen together out of 96 settings on five data sets' dev splits and checked
+            chosen together out of 48 settings on six data sets' dev splits and checked
             leave-one-dataset-out on their test splits (``benchmarks/context.py``; BENCHMARKS.md).
             The paper's phase is tau 0.5 with no cut.
         cut: a per-query cut beside tau (phase 2): "gap" keeps only the candidates above the
