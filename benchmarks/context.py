@@ -10,7 +10,7 @@ Protocol, fixed before the run:
 1. On each dev split: the dense, BM25 and hybrid (RRF) top-k curves for k = 1..10, and every
    setting of GRID (48 MeVe settings, listed below).
 2. For each data set D: the setting with the best worst-case margin over the top-k frontier on
-   the other four dev splits (:func:`benchmarks.harness.lodo.choose`), reported on D's test split
+   the other five dev splits (:func:`benchmarks.harness.lodo.choose`), reported on D's test split
    beside the frontier there. That is the leave-one-dataset-out figure.
 3. The shipped default: the same rule over all six dev splits. On each test split it is shown
    labelled in-distribution (D's dev split helped choose it).
@@ -79,15 +79,26 @@ SHIPPED_AT_START = {k: getattr(MeVeConfig(), k) for k in MEVE_KNOBS}
 REFERENCE_K = 3  # the token scale of the tie-break: each set's dense top-3
 
 
-def baselines(corpus: Corpus, ds: Dataset, split: str) -> dict[str, list[dict[str, Any]]]:
-    """Every top-k curve on one split."""
+Points = dict[str, list[tuple[int, list[tuple[float, float]]]]]
+
+
+def baselines(corpus: Corpus, ds: Dataset, split: str, points: Points | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every top-k curve on one split (``points`` collects each point's per-question scores)."""
     qs, counter = ds.splits[split].questions, get_token_counter()
-    return {name: [{"k": k, **evaluate(topk_system(corpus, name, k), qs, counter)} for k in KS] for name in BASELINES}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in BASELINES:
+        out[name] = []
+        for k in KS:
+            scores: list[tuple[float, float]] = []
+            out[name].append({"k": k, **evaluate(topk_system(corpus, name, k), qs, counter, scores=scores)})
+            if points is not None:
+                points.setdefault(name, []).append((k, scores))
+    return out
 
 
-def _meve(corpus: Corpus, ds: Dataset, split: str, setting: dict[str, Any]) -> dict[str, Any]:
+def _meve(corpus: Corpus, ds: Dataset, split: str, setting: dict[str, Any], scores: list[tuple[float, float]] | None = None) -> dict[str, Any]:
     kept: list[ContextResult] = []
-    row = {**setting, **evaluate(meve_system(corpus, setting), ds.splits[split].questions, get_token_counter(), keep=kept)}
+    row = {**setting, **evaluate(meve_system(corpus, setting), ds.splits[split].questions, get_token_counter(), keep=kept, scores=scores)}
     for phase in ("verify", "prune"):
         row[f"{phase}_ms_p50"] = round(pct([r.phase(phase).ms for r in kept], 50), 2)
     row["empty_rate"] = round(sum(not r.documents for r in kept) / max(1, len(kept)), 4)
@@ -109,13 +120,15 @@ def _test_arms(chosen: dict[str, Any], default: dict[str, Any]) -> dict[str, dic
     }
 
 
-def _summary(arm: dict[str, Any], curves: dict[str, list[dict[str, Any]]], reference: float) -> dict[str, Any]:
-    """A test row with its margin over the frontier and the tokens the frontier needs for its evidence."""
+def _summary(arm: dict[str, Any], curves: dict[str, list[dict[str, Any]]], reference: float, interval: tuple[float, float] | None = None) -> dict[str, Any]:
+    """A test row with its margin over the frontier (and the margin's paired bootstrap interval,
+    when given) and the tokens the frontier needs for its evidence."""
     need = lodo.tokens_for(curves, arm["evidence"])
     return {
         **arm,
         "frontier_at_tokens": round(lodo.frontier_at(curves, arm["tokens"]), 4),
         "margin": round(lodo.margin(arm, curves), 4),
+        **({} if interval is None else {"margin_ci95": [round(interval[0], 4), round(interval[1], 4)]}),
         "frontier_tokens_for_same_evidence": None if need is None else round(need, 1),
         "token_saving_at_equal_evidence": None if need is None or need == 0 else round(1 - arm["tokens"] / need, 4),
         "tokens_vs_dense_top3": round(arm["tokens"] / reference, 4),
@@ -150,9 +163,14 @@ def run(data: Path, dev_limit: int = 200, test_limit: int = 300) -> dict[str, An
     for name, ds in sets.items():
         part = ds.splits["test"]
         corpus = Corpus(f"{name}-test", part.ids, part.texts, li)
-        test_curves = baselines(corpus, ds, "test")
+        points: Points = {}
+        test_curves = baselines(corpus, ds, "test", points)
         ref = test_curves["dense"][REFERENCE_K - 1]["tokens"]
-        arms = {label: _summary(_meve(corpus, ds, "test", s), test_curves, ref) for label, s in _test_arms(GRID[choices[name]], GRID[default_i]).items()}
+        arms = {}
+        for label, s in _test_arms(GRID[choices[name]], GRID[default_i]).items():
+            scores: list[tuple[float, float]] = []
+            row = _meve(corpus, ds, "test", s, scores)
+            arms[label] = _summary(row, test_curves, ref, lodo.margin_interval(scores, points))
         corpus.close()
         disk.save(li.cache)
         dev_margins = {n: round(lodo.margin(dev[n]["grid"][choices[name]], curves[n]), 4) for n in sets if n != name}

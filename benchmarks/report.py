@@ -110,6 +110,8 @@ def context_facts(c: dict[str, Any]) -> dict[str, Any]:
         saving = lodo_arm.get("token_saving_at_equal_evidence")
         saving_half += bool(saving is not None and saving >= 0.25)
         verdict = f"{lodo_arm['margin']:+.4f} evidence over the best top-k curve at its {lodo_arm['tokens']:.0f} tokens"
+        if "margin_ci95" in lodo_arm:
+            verdict += f" (95% paired bootstrap interval {_interval(lodo_arm)})"
         if name in POST_HOC:
             verdict += f" ({POST_HOC[name]})"
         targets.append(_target(on_frontier, f"{NAMES[name]} (left out): the LODO choice lies on or above the top-k frontier: {verdict}."))
@@ -188,9 +190,17 @@ def calibrated_facts(c: dict[str, Any]) -> dict[str, Any]:
     return {"table": table(rows), "targets": targets, "n": len(rows)}
 
 
+def _interval(a: Mapping[str, Any]) -> str:
+    lo, hi = a["margin_ci95"]
+    return f"{lo:+.3f} to {hi:+.3f}"
+
+
 def _arm_row(a: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("evidence", "all_evidence", "answer", "passages", "tokens", "margin", "token_saving_at_equal_evidence")
-    return {k: a.get(k) for k in keys}
+    row = {k: a.get(k) for k in keys}
+    if "margin_ci95" in a:
+        row["margin 95% interval"] = _interval(a)
+    return row
 
 
 def memory_facts(m: dict[str, Any]) -> dict[str, Any]:

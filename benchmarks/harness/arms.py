@@ -44,10 +44,18 @@ def meve_system(corpus: Corpus, setting: Mapping[str, Any]) -> System:
     return run
 
 
-def evaluate(system: System, questions: Sequence[Question], counter: TokenCounter, *, keep: list[ContextResult] | None = None) -> dict[str, float]:
+def evaluate(
+    system: System,
+    questions: Sequence[Question],
+    counter: TokenCounter,
+    *,
+    keep: list[ContextResult] | None = None,
+    scores: list[tuple[float, float]] | None = None,
+) -> dict[str, float]:
     """The system's means over ``questions``: evidence recall (by text), the share of questions with
     all their evidence, answer-in-context (questions with answer strings), passage-id recall
-    (labelled), tokens and milliseconds."""
+    (labelled), tokens and milliseconds. ``scores`` collects each question's (evidence, tokens), for
+    intervals."""
     rows = []
     for q in questions:
         t0 = time.perf_counter()
@@ -60,4 +68,6 @@ def evaluate(system: System, questions: Sequence[Question], counter: TokenCounte
         rows.append(row)
         if keep is not None and result is not None:
             keep.append(result)
+        if scores is not None:
+            scores.append((ev, float(row["tokens"])))
     return summarise(rows)

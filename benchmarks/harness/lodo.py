@@ -13,7 +13,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["TIE", "choose", "envelope_at", "frontier_at", "margin", "tokens_for"]
+import numpy as np
+
+__all__ = ["TIE", "choose", "envelope_at", "frontier_at", "margin", "margin_interval", "tokens_for"]
 
 TIE = 0.002
 Row = Mapping[str, Any]
@@ -65,3 +67,29 @@ def choose(results: Sequence[Mapping[str, Row]], curves: Mapping[str, Mapping[st
     ratio = [sum(float(r[n]["tokens"]) / reference[n] for n in names) / len(names) for r in results]
     top = max(worst)
     return min((i for i, w in enumerate(worst) if w >= top - TIE), key=lambda i: (ratio[i], -worst[i]))
+
+
+#: per question: (evidence, tokens)
+Scores = Sequence[tuple[float, float]]
+
+
+def margin_interval(
+    arm: Scores, curves: Mapping[str, Sequence[tuple[int, Scores]]], *, reps: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """A paired bootstrap interval for :func:`margin`: the questions are resampled with replacement,
+    the same draw for the arm and for every top-k point (all were run on the same questions), and
+    the margin recomputed on the resampled means. ``arm``: the arm's per-question (evidence,
+    tokens); ``curves``: each ranking's (k, per-question scores) points."""
+    a = np.asarray(arm, dtype=np.float64)
+    pts = {name: [(k, np.asarray(q, dtype=np.float64)) for k, q in rows] for name, rows in curves.items()}
+    if any(q.shape != a.shape for rows in pts.values() for _, q in rows):
+        raise ValueError("the arm and every top-k point must be scored on the same questions")
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(reps):
+        idx = rng.integers(0, len(a), len(a))
+        mean = a[idx].mean(axis=0)
+        resampled = {name: [{"k": k, "evidence": q[idx, 0].mean(), "tokens": q[idx, 1].mean()} for k, q in rows] for name, rows in pts.items()}
+        draws.append(margin({"evidence": mean[0], "tokens": mean[1]}, resampled))
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)

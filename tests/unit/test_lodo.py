@@ -1,0 +1,53 @@
+"""The leave-one-dataset-out arithmetic the context benchmark reports with: the frontier, a
+setting's margin over it, and the margin's paired bootstrap interval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.harness.lodo import frontier_at, margin, margin_interval
+
+
+def _curve(per_k: list[list[tuple[float, float]]]) -> list[tuple[int, list[tuple[float, float]]]]:
+    return [(k + 1, scores) for k, scores in enumerate(per_k)]
+
+
+def _means(points: list[tuple[int, list[tuple[float, float]]]]) -> list[dict[str, float]]:
+    return [{"k": k, "evidence": float(np.mean([e for e, _ in q])), "tokens": float(np.mean([t for _, t in q]))} for k, q in points]
+
+
+def test_the_frontier_interpolates_between_top_k_points_and_takes_the_best_curve():
+    dense = [{"k": 1, "evidence": 0.4, "tokens": 100.0}, {"k": 2, "evidence": 0.6, "tokens": 200.0}]
+    curves = {"dense": dense, "bm25": [{"k": 1, "evidence": 0.5, "tokens": 150.0}]}
+    assert frontier_at(curves, 50.0) == pytest.approx(0.2)  # dense, from (0, 0) to its top-1
+    assert frontier_at(curves, 160.0) == pytest.approx(0.52)  # dense between its points beats bm25's 0.5
+    assert margin({"evidence": 0.7, "tokens": 200.0}, curves) == pytest.approx(0.1)
+
+
+def test_an_arm_on_the_curve_question_by_question_has_a_zero_interval():
+    rng = np.random.default_rng(1)
+    top1 = [(float(rng.integers(0, 2)), float(t)) for t in rng.integers(80, 120, 60)]
+    top2 = [(max(e, float(rng.integers(0, 2))), t * 2) for e, t in top1]
+    points = {"dense": _curve([top1, top2])}
+    lo, hi = margin_interval(top2, points, reps=300)
+    assert lo == pytest.approx(0.0) and hi == pytest.approx(0.0)
+
+
+def test_the_interval_brackets_the_margin_and_excludes_zero_only_when_the_gain_is_steady():
+    rng = np.random.default_rng(2)
+    tokens = [float(t) for t in rng.integers(90, 110, 200)]
+    top1 = [(float(rng.random() < 0.4), t) for t in tokens]
+    points = {"dense": _curve([top1])}
+    steady = [(1.0 if e == 1.0 or rng.random() < 0.5 else 0.0, t) for e, t in top1]  # never below top-1, often above
+    lo, hi = margin_interval(steady, points, reps=500)
+    point = margin(_means([(1, steady)])[0], {"dense": _means(points["dense"])})
+    assert 0.0 < lo <= point <= hi
+    noisy = [(float(rng.random() < 0.4), t) for t in tokens]  # same rate, other questions: no steady gain
+    lo, hi = margin_interval(noisy, points, reps=500)
+    assert lo < 0.0 < hi
+
+
+def test_scores_on_other_questions_are_refused():
+    with pytest.raises(ValueError, match="same questions"):
+        margin_interval([(1.0, 10.0)] * 3, {"dense": _curve([[(1.0, 10.0)] * 4])}, reps=10)
