@@ -41,6 +41,7 @@ import numpy as np
 
 from benchmarks.harness.common import embedder
 from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, memorybank, selqa_chat
+from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
 from meve.core.config import asks_about_time
@@ -66,7 +67,7 @@ def _conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
     return {"locomo": locomo(data), "selqa_chat": selqa_chat(), "memorybank": memorybank()}
 
 
-def _score(replays: list[Replay], qvecs: list[np.ndarray], run: Any) -> dict[str, float]:
+def _score(replays: list[Replay], qvecs: list[np.ndarray], run: Any, per_question: list[float] | None = None) -> dict[str, float]:
     counter = get_token_counter()
     ev, full, answerable, toks = [], [], [], []
     for rp, vecs in zip(replays, qvecs, strict=True):
@@ -78,6 +79,8 @@ def _score(replays: list[Replay], qvecs: list[np.ndarray], run: Any) -> dict[str
             full.append(float(kept == 1.0))
             answerable.append(kept if q.category != "temporal" or DATED.match(text) else 0.0)
             toks.append(counter.count(text))
+    if per_question is not None:
+        per_question.extend(answerable)
     return {
         "answerable": round(float(np.mean(answerable)), 4),
         "evidence": round(float(np.mean(ev)), 4),
@@ -98,9 +101,11 @@ def _fill(how: str, l_max: int, stem: bool = True, dated: bool = False) -> Any:
     return lambda rp, q, qv: rp.fill(rp.ranking(q, qv, how, stem=stem), l_max, dates=dated and asks_about_time(q))
 
 
-def _baselines(replays: list[Replay], qvecs: list[np.ndarray], l_max: int, stem: bool) -> dict[str, dict[str, float]]:
-    plain = {how: _score(replays, qvecs, _fill(how, l_max, stem)) for how in FILLS}
-    return {**plain, **{f"{how}, dated for time questions": _score(replays, qvecs, _fill(how, l_max, stem, True)) for how in FILLS}}
+def _baselines(
+    replays: list[Replay], qvecs: list[np.ndarray], l_max: int, stem: bool, per_question: dict[str, list[float]] | None = None
+) -> dict[str, dict[str, float]]:
+    runs = {how: _fill(how, l_max, stem) for how in FILLS} | {f"{how}, dated for time questions": _fill(how, l_max, stem, True) for how in FILLS}
+    return {name: _score(replays, qvecs, run, None if per_question is None else per_question.setdefault(name, [])) for name, run in runs.items()}
 
 
 def _real(convs: list[Conversation], setting: dict[str, Any], l_max: int) -> dict[str, float]:
@@ -149,10 +154,14 @@ def run(data: Path) -> dict[str, Any]:
         rps, qv, stem = replays[n]["test"], qvecs[n]["test"], dev[n]["bm25_stemmed"]
         test: dict[str, Any] = {}
         for b in BUDGETS:
-            arms = {"lodo_choice": _score(rps, qv, _setting(GRID[choice], b)), "default_in_distribution": _score(rps, qv, _setting(GRID[default_i], b))}
+            chosen: list[float] = []
+            fills: dict[str, list[float]] = {}
+            arms = {"lodo_choice": _score(rps, qv, _setting(GRID[choice], b), chosen), "default_in_distribution": _score(rps, qv, _setting(GRID[default_i], b))}
             arms["memoryconfig_at_start"] = _score(rps, qv, _setting(AT_START, b))
             arms["memory_paper"] = _score(rps, qv, _setting(PAPER, b))
-            test[str(b)] = {"arms": arms, "baselines": _baselines(rps, qv, b, stem)}
+            base = _baselines(rps, qv, b, stem, fills)
+            # The LODO choice's gain over the best fill, with a paired bootstrap interval (questions resampled).
+            test[str(b)] = {"arms": arms, "baselines": base, "gain_ci95": [round(x, 4) for x in gain_interval(chosen, fills)]}
         test["real_memory_512"] = _real(sets[n]["test"], GRID[choice], BUDGET)
         out["datasets"][n] = {
             "dev": dev[n],

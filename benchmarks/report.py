@@ -215,10 +215,11 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
             rows.append(row)
             if budget == "512":
                 gain = t["arms"]["lodo_choice"][metric] - t["baselines"][best][metric]
+                ci = f"; 95% paired bootstrap interval {t['gain_ci95'][0]:+.3f} to {t['gain_ci95'][1]:+.3f}" if "gain_ci95" in t else ""
                 targets.append(
                     _target(
                         gain >= 0.03,
-                        f"{NAMES[name]} (left out), 512 tokens: {metric} {t['arms']['lodo_choice'][metric]:.4f} vs {best} fill {t['baselines'][best][metric]:.4f} ({gain:+.4f}; target >= +0.03).",
+                        f"{NAMES[name]} (left out), 512 tokens: {metric} {t['arms']['lodo_choice'][metric]:.4f} vs {best} fill {t['baselines'][best][metric]:.4f} ({gain:+.4f}{ci}; target >= +0.03).",
                     )
                 )
         base = [{"fill": k, **v} for k, v in d["test"]["512"]["baselines"].items()]

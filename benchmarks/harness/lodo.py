@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TIE", "choose", "envelope_at", "frontier_at", "margin", "margin_interval", "tokens_for"]
+__all__ = ["TIE", "choose", "envelope_at", "frontier_at", "gain_interval", "margin", "margin_interval", "tokens_for"]
 
 TIE = 0.002
 Row = Mapping[str, Any]
@@ -91,5 +91,22 @@ def margin_interval(
         mean = a[idx].mean(axis=0)
         resampled = {name: [{"k": k, "evidence": q[idx, 0].mean(), "tokens": q[idx, 1].mean()} for k, q in rows] for name, rows in pts.items()}
         draws.append(margin({"evidence": mean[0], "tokens": mean[1]}, resampled))
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def gain_interval(
+    arm: Sequence[float], baselines: Mapping[str, Sequence[float]], *, reps: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """A paired bootstrap interval for the arm's mean minus the best baseline's mean (the memory
+    benchmark's gain over the best fill at one budget): the same resampled questions for every
+    system, and the best baseline chosen again on each draw."""
+    a = np.asarray(arm, dtype=np.float64)
+    base = np.asarray([list(v) for v in baselines.values()], dtype=np.float64)
+    if base.shape[1:] != a.shape:
+        raise ValueError("the arm and every baseline must be scored on the same questions")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(a), (reps, len(a)))
+    draws = a[idx].mean(axis=1) - base[:, idx].mean(axis=2).max(axis=0)
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)

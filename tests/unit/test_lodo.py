@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.harness.lodo import frontier_at, margin, margin_interval
+from benchmarks.harness.lodo import frontier_at, gain_interval, margin, margin_interval
 
 
 def _curve(per_k: list[list[tuple[float, float]]]) -> list[tuple[int, list[tuple[float, float]]]]:
@@ -51,3 +51,16 @@ def test_the_interval_brackets_the_margin_and_excludes_zero_only_when_the_gain_i
 def test_scores_on_other_questions_are_refused():
     with pytest.raises(ValueError, match="same questions"):
         margin_interval([(1.0, 10.0)] * 3, {"dense": _curve([[(1.0, 10.0)] * 4])}, reps=10)
+
+
+def test_a_gain_over_the_best_fill_takes_the_best_fill_again_on_every_draw():
+    rng = np.random.default_rng(3)
+    fill_a = [float(x) for x in rng.random(150) < 0.6]
+    fill_b = [float(x) for x in rng.random(150) < 0.6]  # as good on average: the max over two noisy fills is biased up
+    lo, hi = gain_interval(fill_a, {"a": fill_a, "b": fill_b}, reps=500)
+    assert hi <= 0.0  # the arm is one of the fills: it never beats the best of them
+    better = [max(x, float(rng.random() < 0.5)) for x in fill_a]
+    lo, hi = gain_interval(better, {"a": fill_a, "b": fill_b}, reps=500)
+    assert 0.0 < lo < hi
+    with pytest.raises(ValueError, match="same questions"):
+        gain_interval([1.0, 0.0], {"a": [1.0, 0.0, 1.0]})
