@@ -137,7 +137,7 @@ def wikiqa(data: Path, limit: int | None) -> Dataset:
         chunk_of: dict[tuple[str, str], str] = {}
         for did, (title, sents) in docs.items():
             # Summaries run to ~300 tokens, past MiniLM's 256: chunked as SelQA's sections are, sentences kept whole.
-            for j, (a, b) in enumerate(selqa_chunks(sents, counter)):
+            for j, (a, b) in enumerate(sentence_chunks(sents, counter)):
                 part.add(f"{did}#{j}", f"{title}: {' '.join(sents[a:b])}")
                 chunk_of.update({(did, s): f"{did}#{j}" for s in sents[a:b]})
         by_q: dict[str, list[dict[str, str]]] = {}
@@ -153,9 +153,10 @@ def wikiqa(data: Path, limit: int | None) -> Dataset:
     return Dataset("wikiqa", "the answer sentences", "WikiQA (Microsoft Research Data License, research use), shared/data/train/wikiqa", splits)
 
 
-def selqa_chunks(sentences: Sequence[str], counter: TokenCounter, max_tokens: int = 150) -> list[tuple[int, int]]:
-    """Consecutive SelQA sentences grouped into chunks of at most ``max_tokens`` tokens (as a user
-    chunks a long section), as [start, end) sentence ranges; a sentence is never cut."""
+def sentence_chunks(sentences: Sequence[str], counter: TokenCounter, max_tokens: int = 150) -> list[tuple[int, int]]:
+    """Consecutive sentences grouped into chunks of at most ``max_tokens`` tokens (as a user chunks
+    a long section or article: WikiQA, SelQA, COVID-QA), as [start, end) sentence ranges; a
+    sentence is never cut."""
     out: list[tuple[int, int]] = []
     start, used = 0, 0
     for i, s in enumerate(sentences):
@@ -182,7 +183,7 @@ def selqa(limit: int | None, root: Path = EXTERNAL / "selqa") -> Dataset:
             keep = [k for k, c in enumerate(x["candidates"]) if c.strip()]
             answers = [keep.index(k) for k in x["answers"] if k in keep]
             gold = set()
-            for j, (a, b) in enumerate(selqa_chunks(cands, counter)):
+            for j, (a, b) in enumerate(sentence_chunks(cands, counter)):
                 part.add(f"{key}#{j}", " ".join(cands[a:b]))
                 if any(a <= k < b for k in answers):
                     gold.add(f"{key}#{j}")
@@ -238,7 +239,7 @@ def covidqa(limit: int | None, root: Path = EXTERNAL / "covidqa") -> Dataset:
             spans = sentence_spans(text)
             sents = [text[x:y] for x, y in spans]
             chunk_of: list[str] = []
-            for j, (lo, hi) in enumerate(selqa_chunks(sents, counter)):
+            for j, (lo, hi) in enumerate(sentence_chunks(sents, counter)):
                 part.add(f"{doc}#{j}", " ".join(sents[lo:hi]))
                 chunk_of += [f"{doc}#{j}"] * (hi - lo)
             for qa in p["qas"]:
