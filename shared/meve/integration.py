@@ -99,10 +99,9 @@ def run_on_texts(
     given = list(scores) if scores is not None else [None] * len(texts)
     qvec = None
     if vectors and texts:
-        vecs = models.embedder.encode([query, *texts])
-        qvec = vecs[0]
+        qvec, vecs = _vectors(query, texts, models, verified=cfg.verify and "verify" in phases)
         passages = tuple(
-            Passage(id=str(i), text=t, embedding=vecs[i + 1], dense_score=s if s is not None else float(vecs[i + 1] @ qvec))
+            Passage(id=str(i), text=t, embedding=vecs[i], dense_score=s if s is not None else float(vecs[i] @ qvec))
             for i, (t, s) in enumerate(zip(texts, given, strict=True))
         )
     else:
@@ -119,6 +118,17 @@ def run_on_texts(
         on_phase=on_phase,
         phases=phases,
     )
+
+
+def _vectors(query: str, texts: Sequence[str], models: Models, *, verified: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The query's and the texts' dense vectors. When the verifier runs and shares the embedder's
+    forward pass (late interaction over the same MiniLM), that one pass makes the vectors and keeps
+    the token vectors verification reads, so each text goes through the model once, not twice."""
+    shared = models.scoring.shared if verified else None
+    if shared is not None and shared.name == models.embedder.name:
+        return shared.query(query), (shared.candidates or shared.passages)(texts)
+    vecs = models.embedder.encode([query, *texts])
+    return vecs[0], vecs[1:]
 
 
 def user_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:

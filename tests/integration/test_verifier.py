@@ -233,3 +233,34 @@ def test_token_vectors_do_not_depend_on_how_texts_are_batched(minilm):
         assert np.allclose(li.cache.get(text_key(text)), tok, atol=0.02)  # int8 in the cache
         sent = row["sentence_embedding"].float().numpy()
         assert np.allclose(vec, sent / np.linalg.norm(sent), atol=1e-4)
+
+
+def test_the_drop_in_path_runs_the_model_once_per_text_and_caches_across_queries(minilm):
+    # The compressor's path: another retriever's texts, new to meve. Late interaction's own pass
+    # makes the dense vectors and the token vectors together; the embedder is never called for
+    # them, and a second query over the same texts runs no model for them.
+    from meve.integration import Models, run_on_texts
+
+    texts = [p["text"] for p in demo_corpus()["passages"]][:6]
+    scorer = LateInteractionScorer(minilm)
+    models = Models(minilm, scorer)
+    before = minilm.encoded
+    r1 = run_on_texts("Who developed the pneumatic tyre?", texts, MeVeConfig(), models)
+    assert minilm.encoded == before  # no second pass through the embedder
+    assert scorer.encoded_at_query_time == len(set(texts))
+    r2 = run_on_texts("When was the pneumatic tyre developed?", texts, MeVeConfig(), models)
+    assert scorer.encoded_at_query_time == len(set(texts))  # cached: nothing encoded again
+    cache = r2.phase("verify").info["cache"]
+    assert cache["entries"] == len(set(texts)) and 0 < cache["bytes"] <= cache["max_bytes"]
+    assert r1.phase("verify").info["cache"]["encoded_at_query_time"] == len(set(texts))
+    # The vectors from the shared pass are the embedder's own (to float32 rounding).
+    vec = scorer.embed_for_query(texts[:1])[0]
+    assert float(vec @ minilm.encode(texts[:1])[0]) > 0.9999
+
+
+def test_the_token_vector_cache_stays_within_its_bound_with_dense_vectors_beside(minilm):
+    texts = [p["text"] for p in demo_corpus()["passages"]]
+    scorer = LateInteractionScorer(minilm, cache_bytes=60_000)
+    scorer.embed_for_query(texts)
+    info = scorer.cache_info()
+    assert info["bytes"] <= 60_000 and 0 < info["entries"] < len(set(texts))

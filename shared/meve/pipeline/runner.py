@@ -124,6 +124,9 @@ def verify_step(q: Query, passages: tuple[Passage, ...]) -> Step:
     out = verify_query(q.text, passages, rel, cfg.tau, cut=cfg.cut, cut_ratio=cfg.cut_ratio, coverage=cfg.coverage, coverage_floor=cfg.coverage_floor)
     q.cut = tuple(out.info.get("cut", ()))
     info = {"scorer": scorer.name, "tau": cfg.tau, "cut": cfg.cut, "coverage": cfg.coverage, "coverage_floor": cfg.coverage_floor, "pairs_scored": scored}
+    cache_info = getattr(scorer, "cache_info", None)
+    if callable(cache_info):  # a scorer that caches what it read (late interaction): how big, how it served
+        info["cache"] = cache_info()
     return Step(out, {p.id: s for p, s in zip(passages, rel, strict=True)}, info)
 
 

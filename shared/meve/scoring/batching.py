@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from meve.core.errors import ConfigError
+from meve.scoring.devices import is_cpu
 
 __all__ = ["CPU_BATCH_TOKENS", "check_batch_tokens", "default_batch_tokens", "estimated_tokens", "token_batches"]
 
@@ -31,7 +32,7 @@ def estimated_tokens(text: str) -> int:
 
 def default_batch_tokens(device: str) -> int | None:
     """The padded-token cap for ``device``: :data:`CPU_BATCH_TOKENS` on a CPU, none elsewhere."""
-    return CPU_BATCH_TOKENS if str(device).startswith("cpu") else None
+    return CPU_BATCH_TOKENS if is_cpu(str(device)) else None
 
 
 def check_batch_tokens(value: object) -> int | None:

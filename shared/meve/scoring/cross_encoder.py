@@ -8,8 +8,9 @@ from typing import Any, Literal
 import numpy as np
 
 from meve.core.errors import ConfigError
-from meve.scoring.batching import check_batch_tokens, default_batch_tokens, estimated_tokens, token_batches
+from meve.scoring.batching import CPU_BATCH_TOKENS, check_batch_tokens, estimated_tokens, token_batches
 from meve.scoring.cosine import sigmoid
+from meve.scoring.devices import check_device, is_cpu, resolve_device
 from meve.scoring.registry import INSTALL_HINT, registry
 
 __all__ = ["DEFAULT_CROSS_ENCODER", "CrossEncoderScorer", "relevance"]
@@ -36,7 +37,7 @@ class CrossEncoderScorer:
     length and batched so each batch pads little (``batch_tokens`` padded tokens
     per forward pass, "auto": 1,024 on a CPU, no cap elsewhere; ``batch_size``
     pairs at most); ``max_length`` caps tokens per pair (``None`` keeps the
-    model's own limit).
+    model's own limit). ``device``: "auto" (CUDA, then Apple MPS, then the CPU, decided at load).
     """
 
     def __init__(
@@ -46,21 +47,38 @@ class CrossEncoderScorer:
         max_length: int | None = None,
         batch_size: int = 32,
         batch_tokens: int | Literal["auto"] | None = "auto",
-        device: str = "cpu",
+        device: str = "auto",
         local_files_only: bool = False,
     ) -> None:
         if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or not 8 <= max_length <= 8192):
             raise ConfigError("max_length", max_length, "None (the model's own limit) or an int in [8, 8192] (tokens per query-passage pair)")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
             raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (pairs per forward pass)")
-        self.batch_tokens = default_batch_tokens(device) if batch_tokens == "auto" else check_batch_tokens(batch_tokens)
+        self._batch_tokens = batch_tokens if batch_tokens == "auto" else check_batch_tokens(batch_tokens)
         self._given = model
         self.max_length = max_length
         self.batch_size = batch_size
-        self.device = device
+        self.requested_device = check_device(device)
+        self._device: str | None = None
         self.local_files_only = local_files_only
         self.name = f"cross-encoder:{model if isinstance(model, str) else type(model).__name__}"
         self.pairs_scored = 0
+
+    @property
+    def device(self) -> str:
+        """The device the model runs on: a loaded model's own, else ``device`` resolved once."""
+        if not isinstance(self._given, str):
+            return str(getattr(self._given, "device", "cpu"))
+        if self._device is None:
+            self._device = resolve_device(self.requested_device)
+        return self._device
+
+    @property
+    def batch_tokens(self) -> int | None:
+        """Padded tokens per forward pass: "auto" is 1,024 on a CPU and no cap elsewhere."""
+        if self._batch_tokens == "auto":
+            return CPU_BATCH_TOKENS if is_cpu(self.device) else None
+        return self._batch_tokens
 
     @property
     def model(self) -> Any:

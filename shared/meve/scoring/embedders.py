@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from meve.core.errors import ConfigError
+from meve.scoring.devices import check_device, resolve_device
 from meve.scoring.protocols import Embedder
 from meve.scoring.registry import INSTALL_HINT, default_model_path, registry
 
@@ -22,13 +23,15 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers bi-encoder; the default is all-MiniLM-L6-v2, offline.
 
     ``model`` is a path, a model name, or a loaded ``SentenceTransformer``; it loads on first use.
+    ``device``: "auto" (CUDA, then Apple MPS, then the CPU, decided at load), or a device name.
     """
 
-    def __init__(self, model: Any = None, *, device: str = "cpu", batch_size: int = 64, name: str | None = None) -> None:
+    def __init__(self, model: Any = None, *, device: str = "auto", batch_size: int = 64, name: str | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
             raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (texts per forward pass)")
         self._given = model
-        self.device = device
+        self.requested_device = check_device(device)
+        self._device: str | None = None
         self.batch_size = batch_size
         if model is None:
             self.name = name or "all-MiniLM-L6-v2"
@@ -36,6 +39,15 @@ class SentenceTransformerEmbedder:
             self.name = name or os.path.basename(model.rstrip("/")) or model
         else:
             self.name = name or str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or type(model).__name__)
+
+    @property
+    def device(self) -> str:
+        """The device the model runs on: a loaded model's own, else ``device`` resolved once."""
+        if self._given is not None and not isinstance(self._given, str):
+            return str(getattr(self._given, "device", "cpu"))
+        if self._device is None:
+            self._device = resolve_device(self.requested_device)
+        return self._device
 
     @property
     def model(self) -> Any:

@@ -61,15 +61,20 @@ def text_key(text: str) -> str:
 
 
 class TokenVectorCache:
-    """Token vectors by text (sha1 key), int8-quantised, least recently used evicted past ``max_bytes``."""
+    """Token vectors by text (sha1 key), int8-quantised, least recently used evicted past ``max_bytes``;
+    with each text's dense vector when the pass that made them kept it (:meth:`put_vector`), so a
+    text seen by an earlier query goes through no model again."""
 
     def __init__(self, max_bytes: int = 512 * 2**20) -> None:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise ConfigError("cache_bytes", max_bytes, "an int >= 0 (bytes of token vectors kept in memory)")
         self.max_bytes = max_bytes
         self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self.bytes = 0
+        self.hits = 0
+        self.misses = 0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -87,9 +92,35 @@ class TokenVectorCache:
         with self._lock:
             row = self._rows.get(key)
             if row is None:
+                self.misses += 1
                 return None
+            self.hits += 1
             self._rows.move_to_end(key)
         return dequantize(*row)
+
+    def vector(self, key: str) -> np.ndarray | None:
+        """The dense vector kept beside ``key``'s token vectors, if any."""
+        with self._lock:
+            return self._vectors.get(key) if key in self._rows else None
+
+    def put_vector(self, key: str, vec: np.ndarray) -> None:
+        """Keep ``vec`` (float32) beside ``key``'s token vectors (which must be cached), counted in ``bytes``."""
+        with self._lock:
+            if key in self._rows and key not in self._vectors:
+                self._vectors[key] = vec
+                self.bytes += vec.nbytes
+                self._evict()
+
+    def info(self) -> dict[str, int]:
+        """What the cache holds and how it served: entries, bytes, max_bytes, hits, misses."""
+        with self._lock:
+            return {"entries": len(self._rows), "bytes": self.bytes, "max_bytes": self.max_bytes, "hits": self.hits, "misses": self.misses}
+
+    def _evict(self) -> None:
+        while self.bytes > self.max_bytes and self._rows:
+            old, (oq, os_) = self._rows.popitem(last=False)
+            vec = self._vectors.pop(old, None)
+            self.bytes -= oq.nbytes + os_.nbytes + (vec.nbytes if vec is not None else 0)
 
     def put(self, key: str, tokens: np.ndarray) -> None:
         self.put_quantized(key, *quantize(np.asarray(tokens, dtype=np.float32)))
@@ -100,14 +131,13 @@ class TokenVectorCache:
         with self._lock:
             old = self._rows.pop(key, None)
             if old is not None:
-                self.bytes -= old[0].nbytes + old[1].nbytes
+                vec = self._vectors.pop(key, None)
+                self.bytes -= old[0].nbytes + old[1].nbytes + (vec.nbytes if vec is not None else 0)
             if size > self.max_bytes:
                 return
             self._rows[key] = (q, s)
             self.bytes += size
-            while self.bytes > self.max_bytes:
-                _, (oq, os_) = self._rows.popitem(last=False)
-                self.bytes -= oq.nbytes + os_.nbytes
+            self._evict()
 
 
 def _sentence_transformer(embedder: Any) -> Any:
@@ -120,6 +150,24 @@ def _sentence_transformer(embedder: Any) -> Any:
             "a SentenceTransformerEmbedder (late interaction needs its token embeddings); pass scorer='cosine' or a cross-encoder for other embedders",
         )
     return inner
+
+
+def _model_pass(model: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One forward pass of a SentenceTransformer over ``texts``: sentence vectors, token vectors and
+    input ids (padded; padding is a special id). Called directly rather than through ``encode(...,
+    output_value=None)``, which breaks on some sentence-transformers releases (6.0.1 indexes a string)."""
+    import torch
+
+    prepare = getattr(model, "preprocess", None) or model.tokenize  # preprocess: sentence-transformers >= 6.1
+    features = prepare(texts)
+    features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+    with torch.inference_mode():
+        out = model(features)
+    return (
+        out["sentence_embedding"].float().cpu().numpy(),
+        out["token_embeddings"].float().cpu().numpy(),
+        out["input_ids"].cpu().numpy(),
+    )
 
 
 class LateInteractionScorer:
@@ -148,7 +196,7 @@ class LateInteractionScorer:
         their passage's context (:meth:`score_spans`), and a shared pass that makes the embedder's
         dense vectors while keeping their token vectors. ``MeVe(scorer="late-interaction")`` builds
         this, and so does ``MeVe(scorer=my_scorer)`` for a scorer you configured."""
-        return Scoring(self, self._score_span_lists, SharedPass(self._st.name, self.embed_and_cache, self.embed_query))
+        return Scoring(self, self._score_span_lists, SharedPass(self._st.name, self.embed_and_cache, self.embed_query, self.embed_for_query))
 
     def attach(self, store: TokenStore) -> LateInteractionScorer:
         """Keep token vectors in ``store`` from now on (MeVe does this for a persistent collection).
@@ -162,12 +210,20 @@ class LateInteractionScorer:
             self.calibration = Calibration.load(COMPRESSED_CALIBRATION_PATH)
         return self
 
-    def _keep(self, texts: Sequence[str], tokens: Sequence[np.ndarray]) -> None:
+    def _keep(self, texts: Sequence[str], tokens: Sequence[np.ndarray], vecs: np.ndarray | None = None) -> None:
         if self.store is not None:
             self.store.put_many([(text_key(t), tok) for t, tok in zip(texts, tokens, strict=True)])
             return
-        for text, tok in zip(texts, tokens, strict=True):
-            self.cache.put(text_key(text), tok)
+        for i, (text, tok) in enumerate(zip(texts, tokens, strict=True)):
+            key = text_key(text)
+            self.cache.put(key, tok)
+            if vecs is not None:
+                self.cache.put_vector(key, vecs[i])
+
+    def cache_info(self) -> dict[str, int]:
+        """The in-memory cache's :meth:`TokenVectorCache.info`, with ``encoded_at_query_time``
+        (texts this scorer sent through the model for a query, not at ingestion)."""
+        return {**self.cache.info(), "encoded_at_query_time": self.encoded_at_query_time}
 
     def _lookup_many(self, keys: list[str]) -> list[np.ndarray | None]:
         return self.store.get_many(keys) if self.store is not None else [self.cache.get(k) for k in keys]
@@ -183,19 +239,15 @@ class LateInteractionScorer:
         # Length-sorted batches capped in padded tokens (meve.scoring.batching): a query's 20
         # candidates in one batch pad to the longest, which costs a CPU 1.8x the time.
         batches = token_batches([estimated_tokens(t) for t in texts], max_items=self._st.batch_size, max_tokens=default_batch_tokens(self._st.device))
-        out: list[Any] = [None] * len(texts)
+        vecs: list[Any] = [None] * len(texts)
+        tokens: list[Any] = [None] * len(texts)
         for rows in batches:
-            for i, row in zip(rows, model.encode([texts[i] for i in rows], batch_size=len(rows), output_value=None, show_progress_bar=False), strict=True):
-                out[i] = row
-        vecs: list[np.ndarray] = []
-        tokens: list[np.ndarray] = []
-        for row in out:
-            sent = row["sentence_embedding"].float().cpu().numpy()
-            vecs.append(sent / (np.linalg.norm(sent) or 1.0))
-            keep = np.array([int(i) not in special for i in row["input_ids"]], dtype=bool)
-            tok = row["token_embeddings"].float().cpu().numpy()[keep]
-            norms = np.linalg.norm(tok, axis=1, keepdims=True)
-            tokens.append((tok / np.where(norms == 0, 1.0, norms)).astype(np.float32))
+            sent, tok, ids = _model_pass(model, [texts[i] for i in rows])
+            for j, i in enumerate(rows):
+                vecs[i] = sent[j] / (np.linalg.norm(sent[j]) or 1.0)
+                t = tok[j][~np.isin(ids[j], list(special))]
+                norms = np.linalg.norm(t, axis=1, keepdims=True)
+                tokens[i] = (t / np.where(norms == 0, 1.0, norms)).astype(np.float32)
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1), tokens
 
     def embed_and_cache(self, texts: Sequence[str]) -> np.ndarray:
@@ -203,8 +255,24 @@ class LateInteractionScorer:
         if not texts:
             return np.zeros((0, self._st.dimension), dtype=np.float32)
         vecs, tokens = self._forward(texts)
-        self._keep(texts, tokens)
+        self._keep(texts, tokens, vecs)
         return vecs
+
+    def embed_for_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Dense embeddings of another retriever's ``texts`` for one query: a text whose token
+        vectors and dense vector are cached (an earlier query saw it) runs no model; the rest go
+        through one pass that keeps both (counted in ``encoded_at_query_time``)."""
+        if not texts:
+            return np.zeros((0, self._st.dimension), dtype=np.float32)
+        keys = [text_key(t) for t in texts]
+        known = {k: v for k in dict.fromkeys(keys) if (v := self.cache.vector(k)) is not None} if self.store is None else {}
+        todo = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in known))
+        if todo:
+            vecs, tokens = self._forward(todo)
+            self.encoded_at_query_time += len(todo)
+            self._keep(todo, tokens, vecs)
+            known.update(zip((text_key(t) for t in todo), vecs, strict=True))
+        return np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
 
     def _passage_tokens(self, passages: Sequence[str]) -> list[np.ndarray]:
         keys = [text_key(p) for p in passages]

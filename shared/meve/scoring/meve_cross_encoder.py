@@ -24,8 +24,9 @@ import numpy as np
 
 from meve.core.errors import ConfigError
 from meve.core.text import sentence_spans
-from meve.scoring.batching import CPU_BATCH_TOKENS, estimated_tokens, token_batches
+from meve.scoring.batching import CPU_BATCH_TOKENS, default_batch_tokens, estimated_tokens, token_batches
 from meve.scoring.calibration import Calibration
+from meve.scoring.devices import check_device, resolve_device
 from meve.scoring.protocols import Scoring, split_sizes
 from meve.scoring.registry import default_model_path, registry
 
@@ -78,8 +79,15 @@ class MiniLMCrossEncoder:
     def layers(self) -> int:
         return len(self.encoder.encoder.layer)
 
+    def to(self, device: str) -> MiniLMCrossEncoder:
+        """Move the network to ``device`` (a resolved device name); returns self."""
+        self.encoder.to(device)
+        self.head.to(device)
+        return self
+
     def logits(self, queries: Sequence[str], texts: Sequence[str]) -> Any:
         x = self.tok(list(queries), list(texts), truncation="only_second", max_length=self.max_length, padding=True, return_tensors="pt")
+        x = x.to(self.head.weight.device)
         h = self.encoder(**x).last_hidden_state
         m = x["attention_mask"].unsqueeze(-1).to(h.dtype)
         return self.head((h * m).sum(1) / m.sum(1)).squeeze(-1)
@@ -109,7 +117,7 @@ class MiniLMCrossEncoder:
         lengths = [min(q + estimated_tokens(t), self.max_length) for t in texts]
         with self.torch.inference_mode():
             for rows in token_batches(lengths, max_items=batch_size, max_tokens=batch_tokens):
-                out[rows] = self.logits([query] * len(rows), [texts[i] for i in rows]).float().numpy()
+                out[rows] = self.logits([query] * len(rows), [texts[i] for i in rows]).float().cpu().numpy()
         return out
 
 
@@ -168,17 +176,25 @@ class MeveCrossEncoderScorer:
     """
 
     @classmethod
-    def shipped(cls, name: str, *, batch_size: int = 32, cache_size: int = 4096) -> MeveCrossEncoderScorer:
+    def shipped(cls, name: str, *, batch_size: int = 32, cache_size: int = 4096, device: str = "auto") -> MeveCrossEncoderScorer:
         """A cross-encoder shipped with meve, by its scorer name, run as that name runs it."""
         if name not in SHIPPED:
             raise ConfigError("scorer", name, f"one of meve's cross-encoders: {', '.join(map(repr, SHIPPED))}")
         path, quantized = SHIPPED[name]
-        return cls(path, quantized=quantized, batch_size=batch_size, cache_size=cache_size)
+        return cls(path, quantized=quantized, batch_size=batch_size, cache_size=cache_size, device=device)
 
-    def __init__(self, weights: str | Path | None = None, *, quantized: bool = False, batch_size: int = 32, cache_size: int = 4096) -> None:
-        """CPU only (int8 dynamic quantization is CPU-only too)."""
+    def __init__(
+        self, weights: str | Path | None = None, *, quantized: bool = False, batch_size: int = 32, cache_size: int = 4096, device: str = "auto"
+    ) -> None:
+        """``device``: "auto" (CUDA, then Apple MPS, then the CPU, decided at load). An int8
+        (``quantized``) network runs on the CPU whatever ``device`` says "auto" (PyTorch's dynamic
+        quantization is CPU-only); naming another device for it is refused."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
             raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (pairs per forward pass)")
+        self.requested_device = check_device(device)
+        if quantized and device not in ("auto", "cpu"):
+            raise ConfigError("device", device, '"auto" or "cpu" for an int8 cross-encoder (PyTorch\'s dynamic quantization runs on the CPU only)')
+        self._device: str | None = "cpu" if quantized else None
         self.path = Path(weights) if weights is not None else CROSS_ENCODER_PATH
         if not self.path.is_file():
             raise ConfigError("scorer", str(self.path), "an existing meve cross-encoder safetensors file (make train-verifier builds it)")
@@ -190,9 +206,22 @@ class MeveCrossEncoderScorer:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    @property
+    def device(self) -> str:
+        """The device the network runs on (``device`` resolved once, when first asked)."""
+        if self._device is None:
+            self._device = resolve_device(self.requested_device)
+        return self._device
+
     def _loaded(self) -> tuple[MiniLMCrossEncoder, Calibration, dict[str, str]]:
         key = f"{self.path}|{'int8' if self.quantized else 'fp32'}"
-        return registry.get("meve-ce", key, "cpu", lambda: load_weights(self.path, self.quantized), label=self.name)  # type: ignore[no-any-return]
+        device = self.device
+
+        def factory() -> tuple[MiniLMCrossEncoder, Calibration, dict[str, str]]:
+            net, calibration, meta = load_weights(self.path, self.quantized)
+            return net.to(device), calibration, meta
+
+        return registry.get("meve-ce", key, device, factory, label=self.name)  # type: ignore[no-any-return]
 
     @property
     def network(self) -> MiniLMCrossEncoder:
@@ -217,7 +246,7 @@ class MeveCrossEncoderScorer:
         if todo:
             net = self.network
             with registry.lock_of(net):
-                fresh = net.infer(query, todo, self.batch_size)
+                fresh = net.infer(query, todo, self.batch_size, default_batch_tokens(self.device))
             self.pairs_scored += len(todo)
             with self._lock:
                 for s, v in zip(todo, fresh, strict=True):

@@ -74,6 +74,9 @@ class SharedPass:
     name: str
     passages: Callable[[Sequence[str]], np.ndarray]
     query: Callable[[str], np.ndarray]
+    #: Vectors of another retriever's texts met at query time; texts an earlier query saw may come
+    #: from the scorer's cache. None: ``passages`` serves.
+    candidates: Callable[[Sequence[str]], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
