@@ -38,12 +38,11 @@ from benchmarks.harness.splits import item_id, split_of
 from benchmarks.locomo import load as load_locomo
 from benchmarks.locomo import turns_of
 from meve import MemoryConfig
-from meve.core.config import asks_about_time
 from meve.core.tokens import TokenCounter, count_many
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import Selection, fuse, rank, select_turns, signal_weights
+from meve.memory.select import Selection, decide_dates, fuse, rank, select_turns, signal_weights
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
@@ -195,13 +194,13 @@ class Replay:
     def memory(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[Selection, str]:
         """What ``MomentaryMemory.reconstruct(query)`` with ``cfg`` selects (one embedder), and the
         context rendered as the memory renders it."""
-        cfg = cfg.replace(dates=cfg.dates is True or (cfg.dates == "auto" and asks_about_time(query)))
+        cfg = cfg.replace(dates=decide_dates(cfg.dates, query)[0])
         n = self.snap.n
         recent = list(range(n - min(cfg.recent_turns, n), n))
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent))
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k)
-        sel = select_turns(self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner)
+        sel = select_turns(self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner, scores=fused)
         return sel, render(sel.turns, dates=bool(cfg.dates))
 
     def fill(self, ranked: Sequence[int], l_max: int, dates: bool = False) -> tuple[Selection, str]:

@@ -90,7 +90,11 @@ def test_reconstruct_keeps_recent_turn_relevant_turns_and_time_order():
     assert ctx.token_count == m.token_counter.count(ctx.text) <= 200
     last = m.turns()[-1]
     assert ctx.text.splitlines()[-1] == f"user: {last.text}"  # dates="auto": no dates for a question not about time
-    assert m.reconstruct("when did I get my dog Rex").text.splitlines()[-1] == f"[{last.timestamp:%Y-%m-%d}] user: {last.text}"
+    dated = m.reconstruct("when did I get my dog Rex")
+    # Every turn is on one day: the date opens the first line only, and the trace says why it is there.
+    assert dated.text.splitlines()[0].startswith(f"[{last.timestamp:%Y-%m-%d}] ")
+    assert dated.text.splitlines()[-1] == f"user: {last.text}" and dated.text.count("[20") == 1
+    assert dated.dates_reason == "the query asks about time ('when')" and ctx.dates_reason == "the query does not ask about time"
     assert sum(1 for tr in ctx.trace if tr.included) == len(ctx.turns)
     recent = next(tr for tr in ctx.trace if tr.seq == 6)
     assert recent.reason.startswith("most recent turn")
@@ -506,7 +510,7 @@ def test_partner_turns_bring_the_reply_of_a_recalled_turn():
     texts = [t.text for t in ctx.turns]
     assert "What is the name of your dog?" in texts and "He is called Biscuit." in texts
     reply = next(tr for tr in ctx.trace if tr.included and tr.seq == 1)
-    assert reply.reason == "partner turn of relevance rank 1"
+    assert reply.reason.startswith("partner turn of relevance rank 1 (worth 0.5 x ")
     without = m.reconstruct("name of the dog", l_max=60, top_k=1)
     assert m.config.partner_turns and "He is called Biscuit." in [t.text for t in without.turns]  # a partner is not capped by top_k
     off = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False)
@@ -522,8 +526,8 @@ def test_the_partner_of_a_turn_too_long_to_fit_is_still_tried():
         m.add(f"Unrelated remark {i} about trains.", "user" if i % 2 == 0 else "assistant")
     ctx = m.reconstruct("name of the dog", l_max=40)
     assert "Biscuit." in [t.text for t in ctx.turns]
-    assert any(not tr.included and tr.reason.startswith("relevance rank 1: needs") for tr in ctx.trace)
-    assert any(tr.included and tr.reason == "partner turn of relevance rank 1" for tr in ctx.trace)
+    assert any(not tr.included and tr.reason.startswith("relevance rank 1 (score 1.000): needs") for tr in ctx.trace)
+    assert any(tr.included and tr.reason.startswith("partner turn of relevance rank 1 (worth") for tr in ctx.trace)
 
 
 def test_a_read_with_nothing_new_reads_the_heads_rows_and_counts_no_turns(monkeypatch):
@@ -564,5 +568,7 @@ def test_auto_dates_date_the_lines_only_for_a_question_about_time():
     plain = m.reconstruct("What is my dog called?", l_max=200)
     timed = m.reconstruct("When did I adopt my dog?", l_max=200)
     assert not plain.dates and "[20" not in plain.text
-    assert timed.dates and all(line.startswith("[20") for line in timed.text.splitlines())
+    # One day: the date opens the first line; the lines after it are that day's.
+    lines = timed.text.splitlines()
+    assert timed.dates and lines[0].startswith("[20") and not any(line.startswith("[20") for line in lines[1:])
     assert timed.token_count == m.token_counter.count(timed.text) <= 200

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.config import MemoryConfig, asks_about_time, validate_weights
+from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import InputError, StoreError
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import ROLES, MemoryContext, Turn
-from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces
+from meve.memory.select import decide_dates, fuse, rank, select_turns, signal_weights, turn_traces
 from meve.memory.session import EPOCH, SessionStore, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
@@ -327,7 +327,8 @@ class MomentaryMemory:
         t0 = time.perf_counter()
         query = check_query(query)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates)
-        cfg = cfg.replace(dates=cfg.dates is True or (cfg.dates == "auto" and asks_about_time(query)))  # "auto" decided per query
+        dated, dates_reason = decide_dates(cfg.dates, query)
+        cfg = cfg.replace(dates=dated)
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
@@ -342,7 +343,7 @@ class MomentaryMemory:
         bm25, dense = self._signals(query, snap, scores, first, pool, n_recent) if snap.n > n_recent and cap > 0 else ({}, {e.name: {} for e in self.embedders})
         fused = fuse({"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k)
         ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
-        sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=self._partner(snap, skip_roles))
+        sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=self._partner(snap, skip_roles), scores=fused)
         return MemoryContext(
             query=query,
             turns=sel.turns,
@@ -350,6 +351,7 @@ class MomentaryMemory:
             l_max=cfg.l_max,
             fusion=cfg.fusion,
             dates=cfg.dates is True,
+            dates_reason=dates_reason,
             ms=(time.perf_counter() - t0) * 1000.0,
             build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
         )

@@ -70,6 +70,8 @@ class MemoryContext:
     fusion: str
     ms: float = 0.0
     dates: bool = False
+    #: Why the lines are dated or not (``dates="auto"`` names the words that ask about time).
+    dates_reason: str = ""
     build_trace: Callable[[], tuple[TurnTrace, ...]] = field(default=tuple, repr=False, compare=False)
 
     @functools.cached_property
@@ -82,8 +84,8 @@ class MemoryContext:
 
     @property
     def text(self) -> str:
-        """What the budget counts: one ``role: text`` line per turn, ``[YYYY-MM-DD] role: text`` with
-        ``dates`` (``token_count`` is this text's tokens)."""
+        """What the budget counts: one ``role: text`` line per turn; with ``dates``, a line opens with
+        ``[YYYY-MM-DD]`` when its day differs from the line before (``token_count`` is this text's tokens)."""
         return render(self.turns, dates=self.dates)
 
     def content_of(self, turn: Turn) -> str:

@@ -35,8 +35,20 @@ def render_turn(turn: Turn, *, dates: bool = False) -> str:
 
 def render(turns: Iterable[Turn], *, dates: bool = False) -> str:
     """The one rendering of a rebuilt context; l_max is counted on exactly this text. Adapters that
-    pass turns as chat messages send only the texts, which is never more."""
-    return SEPARATOR.join(render_turn(t, dates=dates) for t in turns)
+    pass turns as chat messages send only the texts, which is never more.
+
+    With ``dates``, a line carries its date only when the day changes from the line before (the
+    lines are in time order, so each undated line belongs to the last date shown): a date costs
+    ~8 tokens, and a day's session would otherwise pay it on every line."""
+    if not dates:
+        return SEPARATOR.join(render_turn(t) for t in turns)
+    lines: list[str] = []
+    day = None
+    for t in turns:
+        today = date_prefix(t)
+        lines.append(render_turn(t, dates=today != day))
+        day = today
+    return SEPARATOR.join(lines)
 
 
 def truncate_turn(counter: TokenCounter, text: str, need: int, budget: int) -> tuple[str, int] | None:

@@ -1,5 +1,6 @@
 """Momentary Contexts' selection as pure functions: fuse the signals, then fill ``l_max`` by
-priority (the most recent turns, kept roles, then relevance with partner turns) and sort by time.
+priority (the most recent turns, kept roles, then relevance, partner turns competing by their
+worth) and sort by time.
 
 ``MomentaryMemory.reconstruct`` calls these on live signals; the benchmarks call the same
 functions on precomputed signals, so what they tune is what ships.
@@ -11,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from meve.core.budget import Ledger, shrink_to_fit
-from meve.core.config import MemoryConfig, validate_weights
+from meve.core.config import MemoryConfig, time_words, validate_weights
 from meve.core.errors import ConfigError
 from meve.core.tokens import TokenCounter
 from meve.memory.log import Snapshot
@@ -19,7 +20,7 @@ from meve.memory.records import Turn, TurnTrace
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
 from meve.retrieval.fusion import rrf, weighted_sum
 
-__all__ = ["Selection", "fuse", "rank", "select_turns", "signal_weights", "turn_traces"]
+__all__ = ["Selection", "decide_dates", "fuse", "rank", "select_turns", "signal_weights", "turn_traces"]
 
 
 def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> dict[str, float]:
@@ -33,6 +34,15 @@ def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> 
     if not sum(per.values()) > 0:
         raise ConfigError("weights", dict(weights), "at least one positive weight")
     return per
+
+
+def decide_dates(dates: bool | str, query: str) -> tuple[bool, str]:
+    """Whether this query's lines are dated, and why (what the context's trace says): ``"auto"``
+    dates them only for a query that asks about time (:func:`meve.core.config.asks_about_time`)."""
+    if dates is True or dates is False:
+        return dates, f"dates={dates}"
+    words = time_words(query)
+    return (True, f"the query asks about time ({words!r})") if words else (False, "the query does not ask about time")
 
 
 def fuse(signals: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], fusion: str, rrf_k: int) -> dict[int, float]:
@@ -120,18 +130,35 @@ def _pinned(fill: _Fill, pinned: Sequence[int]) -> None:
             fill.refuse(i, f"role {role!r} is in keep_roles, but it needs {need} tokens and {fill.ledger.left} are left of l_max {fill.cfg.l_max}")
 
 
-def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int | None]) -> None:
-    """Turns by relevance rank, each followed by its partner turn (the reply, or the question) when it fits."""
+def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int | None], scores: Mapping[int, float]) -> None:
+    """Turns by relevance, with partner turns competing as candidates of their own.
+
+    A partner turn (the reply, or the question it answers) is worth ``partner_weight`` x its
+    anchor's score, or its own score if higher: it enters where that worth ranks, so it takes the
+    budget only from turns the query scores lower, never by forced adjacency. Scores are the fused
+    scores scaled to the best one; ties keep relevance order, then the anchor before its partner."""
     snap, cfg = fill.snap, fill.cfg
+    top = max((scores.get(i, 0.0) for i in chosen), default=0.0) or 1.0
+    # (worth, order, position, reason): order breaks ties by relevance rank, anchors first.
+    cands: dict[int, tuple[float, float, str]] = {}
     for rank_, i in enumerate(chosen, start=1):
-        if i in fill.sel.picked:
-            pass  # already in as a partner turn; its own partner may still come in below
-        elif not fill.take(i, snap.turns[i], fill.line(i), f"relevance rank {rank_}" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")):
-            fill.refuse(i, f"relevance rank {rank_}: needs {fill.ledger.cost(fill.line(i))} tokens, {fill.ledger.left} left of l_max {cfg.l_max}")
-        # The partner is tried even when the turn itself did not fit: a short reply often holds the answer.
-        j = partner(i) if cfg.partner_turns and fill.ledger.left >= snap.smallest + fill.sep else None
-        if j is not None and j not in fill.sel.picked and j < snap.n:
-            fill.take(j, snap.turns[j], fill.line(j), f"partner turn of relevance rank {rank_}")
+        own = scores.get(i, 0.0) / top
+        why = f"relevance rank {rank_} (score {own:.3f})" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")
+        if i not in cands or cands[i][0] < own:
+            cands[i] = (own, rank_, why)
+        if not cfg.partner_turns:
+            continue
+        j = partner(i)
+        if j is None or j >= snap.n:
+            continue
+        worth = cfg.partner_weight * own
+        if worth > 0 and (j not in cands or cands[j][0] < worth):
+            cands[j] = (worth, rank_ + 0.5, f"partner turn of relevance rank {rank_} (worth {cfg.partner_weight} x {own:.3f} = {worth:.3f})")
+    for i, (_, _, why) in sorted(cands.items(), key=lambda kv: (-kv[1][0], kv[1][1])):
+        if i in fill.sel.reasons:  # a recent or kept-role turn: in already, or refused with its own reason
+            continue
+        if not fill.take(i, snap.turns[i], fill.line(i), why):
+            fill.refuse(i, f"{why}: needs {fill.ledger.cost(fill.line(i))} tokens, {fill.ledger.left} left of l_max {cfg.l_max}")
 
 
 def select_turns(
@@ -143,18 +170,23 @@ def select_turns(
     pinned: Sequence[int],
     ranked: Sequence[int],
     partner: Callable[[int], int | None],
+    scores: Mapping[int, float] | None = None,
 ) -> Selection:
     """Fill ``cfg.l_max`` by priority (``recent`` newest first, ``pinned``, then ``ranked`` cut to
-    ``cfg.top_k``), then drop from the end until the rendered, chronological text fits (never a
-    recent turn). Each turn costs its rendered line plus a separator once another line is in.
-    ``cfg.dates`` must be decided for this query (True or False): the caller resolves "auto"."""
+    ``cfg.top_k``, with partner turns competing by worth: see :func:`_relevant`; ``scores`` are the
+    fused scores, by default falling with rank), then drop from the end until the rendered,
+    chronological text fits (never a recent turn). Each turn costs its rendered line plus a
+    separator once another line is in. ``cfg.dates`` must be decided for this query (True or
+    False): the caller resolves "auto"."""
     if not isinstance(cfg.dates, bool):
         raise ValueError(f"select_turns needs dates decided for the query (True or False), got {cfg.dates!r}")
     fill = _Fill(snap, cfg, counter)
     _recent(fill, recent)
     _pinned(fill, pinned)
     cap = cfg.top_k if cfg.top_k is not None else len(ranked)
-    _relevant(fill, ranked[:cap], partner)
+    if scores is None:  # a plain ranking: worth falls with rank (1, 1/2, 1/3, ...)
+        scores = {i: 1.0 / r for r, i in enumerate(ranked, start=1)}
+    _relevant(fill, ranked[:cap], partner, scores)
     sel = fill.sel
     for rank_, i in enumerate(ranked[cap:], start=cap + 1):
         if i not in sel.picked:  # a partner turn may rank here and still be in

@@ -1,0 +1,96 @@
+"""The per-query decisions of meve.memory.select, on hand-built snapshots (no model, no store):
+what earns its tokens for this query, and why the trace says so."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from meve import MemoryConfig, get_token_counter
+from meve.memory.log import Snapshot
+from meve.memory.records import Turn
+from meve.memory.render import render, render_turn
+from meve.memory.select import decide_dates, select_turns
+
+COUNTER = get_token_counter()
+DAY0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def snapshot(lines: list[tuple[str, str, int]]) -> Snapshot:
+    """(role, text, day) per turn, in time order, a minute apart within a day."""
+    turns = [Turn(f"t{i}", role, text, DAY0 + timedelta(days=day, minutes=i), i) for i, (role, text, day) in enumerate(lines)]
+    tokens = [COUNTER.count(render_turn(t)) for t in turns]
+    keys = [(t.timestamp.timestamp(), f"{i:012d}") for i, t in enumerate(turns)]
+    return Snapshot(turns, tokens, keys, list(range(len(turns))), len(turns), min(tokens))
+
+
+def neighbour(snap: Snapshot):
+    def partner(i: int) -> int | None:
+        for k in (i + 1, i - 1):
+            if 0 <= k < snap.n and snap.turns[k].role != snap.turns[i].role:
+                return k
+        return None
+
+    return partner
+
+
+CHAT = [
+    ("user", "I adopted a beagle puppy and named him Rex after my grandfather's old dog.", 0),  # 0: rank 1
+    ("assistant", "What a lovely way to remember him, congratulations on the new puppy!", 0),  # 1: its partner
+    ("user", "Rex chewed through my running shoes while I was out at the pharmacy today.", 1),  # 2: rank 2
+    ("assistant", "Puppies do that; a few chew toys usually help.", 1),
+    ("user", "Anyway, what should I cook tonight?", 2),  # 4: the most recent turn
+]
+
+
+def fits(snap: Snapshot, idx: list[int]) -> int:
+    return COUNTER.count(render([snap.turns[i] for i in idx]))
+
+
+def test_a_partner_turn_is_left_out_when_a_more_relevant_turn_fits_in_its_place():
+    snap = snapshot(CHAT)
+    # Room for the recent turn and exactly one more of turns 1 and 2 beside turn 0 (the fill
+    # charges a separator per line, a little more than the rendered text may take).
+    l_max = max(fits(snap, [0, 1, 4]), fits(snap, [0, 2, 4])) + 3
+    assert l_max < fits(snap, [0, 1, 2, 4])
+    scores = {0: 1.0, 2: 0.8, 3: 0.1}  # the partner (1) scores nothing of its own
+    ranked = [0, 2, 3]
+    half = select_turns(snap, MemoryConfig(l_max=l_max, dates=False, partner_weight=0.5), COUNTER, recent=[4], pinned=[], ranked=ranked, partner=neighbour(snap), scores=scores)
+    assert [t.id for t in half.turns] == ["t0", "t2", "t4"]
+    included, reason, _ = half.reasons[1]
+    assert not included and "partner turn of relevance rank 1" in reason and "0.500" in reason
+    # Worth as much as its anchor, the partner comes right after it and the rank-2 turn is left out.
+    whole = select_turns(snap, MemoryConfig(l_max=l_max, dates=False, partner_weight=1.0), COUNTER, recent=[4], pinned=[], ranked=ranked, partner=neighbour(snap), scores=scores)
+    assert [t.id for t in whole.turns] == ["t0", "t1", "t4"]
+
+
+def test_a_partner_turn_takes_budget_only_from_turns_scored_below_its_worth():
+    snap = snapshot(CHAT)
+    scores = {0: 1.0, 2: 0.3}
+    sel = select_turns(snap, MemoryConfig(l_max=1000, dates=False, partner_weight=0.5), COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), scores=scores)
+    order = list(sel.picked)  # priority order: recent, then by worth
+    assert order == [4, 0, 1, 2, 3]  # the partner of rank 1 (0.5) before the rank-2 turn (0.3) and its partner (0.15)
+    off = select_turns(snap, MemoryConfig(l_max=1000, dates=False, partner_turns=False), COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), scores=scores)
+    assert list(off.picked) == [4, 0, 2]
+
+
+def test_a_query_that_does_not_ask_about_time_gets_no_dates():
+    assert decide_dates("auto", "What should I feed Rex?") == (False, "the query does not ask about time")
+    dated, why = decide_dates("auto", "When did Rex chew my shoes?")
+    assert dated and "'When'" in why
+    # Words that only look like time: a modal "may", an ordinal, a count of times, "after work".
+    for query in ("May I ask what breed Rex is?", "What was the first thing Rex chewed?", "How many times did Rex chew shoes?", "What do I do after work?"):
+        assert decide_dates("auto", query)[0] is False, query
+    assert decide_dates(True, "anything") == (True, "dates=True")
+    assert decide_dates(False, "When?") == (False, "dates=False")
+
+
+def test_a_dated_context_shows_each_date_once_per_day_and_the_budget_counts_that_text():
+    snap = snapshot(CHAT)
+    sel = select_turns(snap, MemoryConfig(l_max=1000, dates=True, partner_turns=False), COUNTER, recent=[4], pinned=[], ranked=[0, 1, 2, 3], partner=neighbour(snap))
+    text = render(sel.turns, dates=True)
+    lines = text.split("\n")
+    assert [line[:12] for line in lines if line.startswith("[")] == ["[2024-05-01]", "[2024-05-02]", "[2024-05-03]"]
+    assert lines[1].startswith("assistant: ") and lines[3].startswith("assistant: ")  # same day as the line before: no date
+    assert sel.tokens == COUNTER.count(text) <= 1000
+    # Dating every line would cost more: the saving is what other turns can use.
+    assert COUNTER.count("\n".join(render_turn(t, dates=True) for t in sel.turns)) > sel.tokens
