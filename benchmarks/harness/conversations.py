@@ -34,7 +34,8 @@ Question types (``MemoryQuestion.category``), in one vocabulary where the source
 LoCoMo's and REALTALK's numbered categories (multi-hop, temporal, open-domain, single-hop,
 adversarial); LongMemEval's types (single-hop, single-hop-assistant, preference, multi-hop,
 temporal, knowledge-update); RealMem's (knowledge-update, temporal, preference, else multi-hop or
-single-hop by its ``session_type``).
+single-hop by its ``session_type``); SelQA-chat's ``is_paraphrase`` (paraphrase, else single-hop).
+MemoryBank has none: its questions are "temporal" when they name or ask for a date, else unlabelled.
 
 :class:`Replay` runs :func:`meve.memory.select.select_turns` (the library's selection, not a copy)
 over a conversation, so a grid of settings costs no Chroma and no model run per question.
@@ -166,7 +167,7 @@ def selqa_chat(per_conversation: int = 30, root: Path = EXTERNAL / "selqa") -> d
                     when = start + timedelta(days=day, minutes=k)
                     turns.append(Turn(tid, "user" if k % 2 == 0 else "assistant", sentence, when, len(turns)))
             qs = [
-                MemoryQuestion(item_id("selqa_chat", split, f"{topic}/{i}"), x["question"], ev)
+                MemoryQuestion(item_id("selqa_chat", split, f"{topic}/{i}"), x["question"], ev, "paraphrase" if x.get("is_paraphrase") else "single-hop")
                 for i, x in mine
                 if (ev := tuple(ids[(key, a)] for a in x["answers"] if (key := f"{x['article']}/{x['section']}", a) in ids))
             ]
