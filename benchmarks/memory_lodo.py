@@ -1,11 +1,15 @@
 """Chat memory, leave-one-dataset-out (issue 35): does MomentaryMemory's default keep more evidence
 than plain recall filled to the same budget, on conversations its default was not chosen on?
 
-Three data sets (:mod:`benchmarks.harness.conversations`): LoCoMo, SelQA-chat and MemoryBank. The
+Six data sets (:mod:`benchmarks.harness.conversations`): LoCoMo, SelQA-chat, MemoryBank, REALTALK,
+RealMem and a sample of LongMemEval_S (the last three added for issue 48; no run of this benchmark
+has seen them, but a fill-only sanity check of the loaders read one conversation of each, REALTALK's
+from its test split: dense, BM25 and hybrid fills at 512 tokens, no MemoryConfig setting). The
 metric that chooses is answerable evidence: evidence-turn recall counted on the rendered context's
 text (each question's evidence turns whose text stands in it), where a temporal question's evidence
-(LoCoMo category 2, whose answers are dates; a MemoryBank question that names a date or asks for
-one) counts only when the context shows the turns' dates. Plain evidence recall and the share of
+(LoCoMo's and REALTALK's category 2, whose answers are dates; a MemoryBank question that names a
+date or asks for one; LongMemEval's and RealMem's temporal-reasoning questions) counts only when
+the context shows the turns' dates. Plain evidence recall and the share of
 questions with all their evidence are reported beside. (The first run of this protocol, 2026-11-25,
 chose by plain recall, which never rewards a date; it chose dates off, making LoCoMo's temporal
 questions unanswerable. The metric was changed after that run. The second run had two data sets, so
@@ -40,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness.common import embedder
-from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, memorybank, selqa_chat
+from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, longmemeval, memorybank, realmem, realtalk, selqa_chat
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
@@ -64,7 +68,14 @@ DATED = re.compile(r"^\[\d{4}-\d\d-\d\d\] ")  # a context rendered with dates st
 
 
 def _conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
-    return {"locomo": locomo(data), "selqa_chat": selqa_chat(), "memorybank": memorybank()}
+    return {
+        "locomo": locomo(data),
+        "selqa_chat": selqa_chat(),
+        "memorybank": memorybank(),
+        "realtalk": realtalk(),
+        "realmem": realmem(),
+        "longmemeval": longmemeval(),
+    }
 
 
 def _score(replays: list[Replay], qvecs: list[np.ndarray], run: Any, per_question: list[float] | None = None) -> dict[str, float]:

@@ -26,6 +26,9 @@ NAMES = {
     "locomo": "LoCoMo",
     "selqa_chat": "SelQA-chat",
     "memorybank": "MemoryBank",
+    "realtalk": "REALTALK",
+    "realmem": "RealMem",
+    "longmemeval": "LongMemEval_S (sample)",
 }
 ARMS = {
     "lodo_choice": "MeVe, chosen without this set (LODO)",

@@ -14,6 +14,9 @@ construction. The key is what the split is decided on:
 | locomo | conversation index | conversations 0-4 dev, 5-9 test |
 | selqa_chat | the SelQA file of the conversation | as selqa |
 | memorybank | user name | the first 7 of MemoryBank's 15 users by sha256 of the name are dev, the other 8 test |
+| realtalk | chat (file name) | the first 5 of REALTALK's 10 chats by sha256 of the name are dev, the other 5 test |
+| realmem | persona (file name) | the first 5 of RealMem's 10 personas by sha256 of the name are dev, the other 5 test |
+| longmemeval | question id (each question has its own history) | sha256 of the id even: dev |
 
 Every tuned value (thresholds, weights, document weights, calibrations) is committed with the ids
 it was fitted on under ``benchmarks/fitted/*.json``; ``tests/unit/test_splits.py`` fails when any
@@ -28,12 +31,54 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DATASETS", "FITTED", "MEMORYBANK_USERS", "Fitted", "check_fitted", "item_id", "load_fitted", "parity", "split_of", "squad_halves"]
+__all__ = [
+    "DATASETS",
+    "FITTED",
+    "MEMORYBANK_USERS",
+    "REALMEM_PERSONAS",
+    "REALTALK_CHATS",
+    "Fitted",
+    "check_fitted",
+    "item_id",
+    "load_fitted",
+    "parity",
+    "split_of",
+    "squad_halves",
+]
 
 FITTED = Path(__file__).resolve().parents[1] / "fitted"
-DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa", "locomo", "selqa_chat", "memorybank")
+DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa", "locomo", "selqa_chat", "memorybank", "realtalk", "realmem", "longmemeval")
 #: MemoryBank's English users (eval_data/en/memory_bank_en.json, names stripped): the split's key.
 MEMORYBANK_USERS = ("Emily", "Frank", "Lucy", "Sunny", "Jason", "Linda", "John Zhang", "Ivy", "Henry", "Gary", "Jack", "Roland", "Susan", "Luna", "Leo")
+#: REALTALK's chats (data/<name>.json in danny911kr/REALTALK): the split's key. Chats share
+#: participants (three groups of friends), so a person can be on both sides; no chat is.
+REALTALK_CHATS = (
+    "Chat_1_Emi_Elise",
+    "Chat_2_Kevin_Elise",
+    "Chat_3_Kevin_Paola",
+    "Chat_4_Emi_Paola",
+    "Chat_5_Nicolas_Nebraas",
+    "Chat_6_Vanessa_Nicolas",
+    "Chat_7_Nebraas_Vanessa",
+    "Chat_8_Akib_Muhhamed",
+    "Chat_9_Fahim_Akib",
+    "Chat_10_Fahim_Muhhamed",
+)
+#: RealMem's personas (dataset/<name>_dialogues_256k.json in zhiyuan5986/RealMemBench): the split's key.
+REALMEM_PERSONAS = (
+    "Adeleke_Okonjo",
+    "Ethan_Hunt",
+    "Kenta_Tanaka",
+    "Kim_Ji_young",
+    "Liam_O_Connor",
+    "Lin_Wanyu",
+    "Oliver_Smith",
+    "Pak_Budi",
+    "Sarah_Miller",
+    "Sophie_Dubois",
+)
+#: The data sets split by halves of a fixed list of names (sha256 order), and the names.
+_BY_NAME = {"memorybank": ("user", MEMORYBANK_USERS), "realtalk": ("chat", REALTALK_CHATS), "realmem": ("persona", REALMEM_PERSONAS)}
 
 
 def item_id(dataset: str, key: str, native: str) -> str:
@@ -49,8 +94,9 @@ def parity(text: str) -> str:
 
 
 def squad_halves(titles: Iterable[str]) -> dict[str, str]:
-    """SQuAD dev articles (or MemoryBank users) by sha256 of the name: the first half "dev" (for
-    SQuAD, the calibrations' "tune" half), the rest "test"; fixed and independent of file order."""
+    """SQuAD dev articles (or a memory set's users, chats or personas) by sha256 of the name: the
+    first half "dev" (for SQuAD, the calibrations' "tune" half), the rest "test"; fixed and
+    independent of file order."""
     ordered = sorted(titles, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
     return {t: ("dev" if i < len(ordered) // 2 else "test") for i, t in enumerate(ordered)}
 
@@ -59,7 +105,7 @@ def split_of(item: str, squad_split: Mapping[str, str] | None = None) -> str:
     """ "dev" or "test" for a registry id. SQuAD ids need ``squad_split`` (title -> split, from
     :func:`squad_halves` over the 48 dev articles); every other rule reads the id alone."""
     dataset, key, _ = item.split(":", 2)
-    if dataset in ("hotpotqa", "msmarco", "covidqa"):
+    if dataset in ("hotpotqa", "msmarco", "covidqa", "longmemeval"):
         return parity(key)
     if dataset in ("wikiqa", "selqa", "selqa_chat"):
         if key not in ("dev", "test"):
@@ -67,10 +113,11 @@ def split_of(item: str, squad_split: Mapping[str, str] | None = None) -> str:
         return key
     if dataset == "locomo":
         return "dev" if int(key) < 5 else "test"
-    if dataset == "memorybank":
-        if key not in MEMORYBANK_USERS:
-            raise ValueError(f"{item!r}: MemoryBank has no user {key!r}")
-        return squad_halves(MEMORYBANK_USERS)[key]
+    if dataset in _BY_NAME:
+        what, names = _BY_NAME[dataset]
+        if key not in names:
+            raise ValueError(f"{item!r}: {dataset} has no {what} {key!r}")
+        return squad_halves(names)[key]
     if dataset == "squad":
         if squad_split is None:
             raise ValueError("SQuAD ids need the article split (squad_halves over the dev articles)")

@@ -12,7 +12,19 @@ import json
 
 import pytest
 
-from benchmarks.harness.splits import DATASETS, FITTED, MEMORYBANK_USERS, Fitted, check_fitted, item_id, load_fitted, split_of, squad_halves
+from benchmarks.harness.splits import (
+    DATASETS,
+    FITTED,
+    MEMORYBANK_USERS,
+    REALMEM_PERSONAS,
+    REALTALK_CHATS,
+    Fitted,
+    check_fitted,
+    item_id,
+    load_fitted,
+    split_of,
+    squad_halves,
+)
 from tests.conftest import shared_data
 
 EXPECTED = {
@@ -55,7 +67,20 @@ def test_each_rule_puts_an_id_in_exactly_one_split():
         split_of("wikiqa:train:Q1")
     with pytest.raises(ValueError, match="unknown dataset"):
         item_id("nq", "x", "y")
-    assert set(DATASETS) >= {"squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa", "locomo", "selqa_chat", "memorybank"}
+    assert set(DATASETS) >= {
+        "squad",
+        "hotpotqa",
+        "wikiqa",
+        "selqa",
+        "msmarco",
+        "covidqa",
+        "locomo",
+        "selqa_chat",
+        "memorybank",
+        "realtalk",
+        "realmem",
+        "longmemeval",
+    }
 
 
 def test_covidqa_splits_by_article_so_no_article_has_questions_on_both_sides():
@@ -72,6 +97,27 @@ def test_memorybank_users_split_seven_to_eight_by_the_name_alone():
     assert all(split_of(item_id("memorybank", u, str(i))) == split[u] for u in MEMORYBANK_USERS for i in range(7))
     with pytest.raises(ValueError, match="no user 'Zoe'"):
         split_of("memorybank:Zoe:0")
+
+
+def test_realtalk_and_realmem_split_five_to_five_by_the_name_alone():
+    # Every question of a chat (a persona) keeps the chat's side: the question id is not read.
+    for dataset, names in (("realtalk", REALTALK_CHATS), ("realmem", REALMEM_PERSONAS)):
+        split = {n: split_of(item_id(dataset, n, "0")) for n in names}
+        assert sorted(split.values()) == ["dev"] * 5 + ["test"] * 5
+        assert all(split_of(item_id(dataset, n, q)) == split[n] for n in names for q in ("1", "Q-0042", "70"))
+        assert split == squad_halves(reversed(names))  # fixed by sha256, not by the list's order
+    with pytest.raises(ValueError, match="realtalk has no chat 'Chat_11_Ann_Bob'"):
+        split_of("realtalk:Chat_11_Ann_Bob:0")
+    with pytest.raises(ValueError, match="realmem has no persona 'Nobody'"):
+        split_of("realmem:Nobody:Q-0001")
+
+
+def test_longmemeval_splits_by_question_id_and_its_history_goes_with_it():
+    # Each LongMemEval question has its own history: the key is the question id, by sha256 parity.
+    ids = [f"{i:08x}" for i in range(200)]
+    sides = [split_of(item_id("longmemeval", q, q)) for q in ids]
+    assert 60 < sides.count("dev") < 140
+    assert all(split_of(item_id("longmemeval", q, "any")) == side for q, side in zip(ids, sides, strict=True))
 
 
 def test_an_injected_overlap_is_caught():
