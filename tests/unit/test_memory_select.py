@@ -42,6 +42,11 @@ CHAT = [
 ]
 
 
+def select(snap: Snapshot, ranked: list[int], scores: dict[int, float] | None = None, **cfg: object):
+    """select_turns with the most recent turn (4) kept and neighbours as partners."""
+    return select_turns(snap, MemoryConfig(**cfg), COUNTER, recent=[4], pinned=[], ranked=ranked, partner=neighbour(snap), scores=scores)  # type: ignore[arg-type]
+
+
 def fits(snap: Snapshot, idx: list[int]) -> int:
     return COUNTER.count(render([snap.turns[i] for i in idx]))
 
@@ -54,22 +59,22 @@ def test_a_partner_turn_is_left_out_when_a_more_relevant_turn_fits_in_its_place(
     assert l_max < fits(snap, [0, 1, 2, 4])
     scores = {0: 1.0, 2: 0.8, 3: 0.1}  # the partner (1) scores nothing of its own
     ranked = [0, 2, 3]
-    half = select_turns(snap, MemoryConfig(l_max=l_max, dates=False, partner_weight=0.5), COUNTER, recent=[4], pinned=[], ranked=ranked, partner=neighbour(snap), scores=scores)
+    half = select(snap, ranked, scores, l_max=l_max, dates=False, partner_weight=0.5)
     assert [t.id for t in half.turns] == ["t0", "t2", "t4"]
     included, reason, _ = half.reasons[1]
     assert not included and "partner turn of relevance rank 1" in reason and "0.500" in reason
     # Worth as much as its anchor, the partner comes right after it and the rank-2 turn is left out.
-    whole = select_turns(snap, MemoryConfig(l_max=l_max, dates=False, partner_weight=1.0), COUNTER, recent=[4], pinned=[], ranked=ranked, partner=neighbour(snap), scores=scores)
+    whole = select(snap, ranked, scores, l_max=l_max, dates=False, partner_weight=1.0)
     assert [t.id for t in whole.turns] == ["t0", "t1", "t4"]
 
 
 def test_a_partner_turn_takes_budget_only_from_turns_scored_below_its_worth():
     snap = snapshot(CHAT)
     scores = {0: 1.0, 2: 0.3}
-    sel = select_turns(snap, MemoryConfig(l_max=1000, dates=False, partner_weight=0.5), COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), scores=scores)
+    sel = select(snap, [0, 2], scores, l_max=1000, dates=False, partner_weight=0.5)
     order = list(sel.picked)  # priority order: recent, then by worth
     assert order == [4, 0, 1, 2, 3]  # the partner of rank 1 (0.5) before the rank-2 turn (0.3) and its partner (0.15)
-    off = select_turns(snap, MemoryConfig(l_max=1000, dates=False, partner_turns=False), COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), scores=scores)
+    off = select(snap, [0, 2], scores, l_max=1000, dates=False, partner_turns=False)
     assert list(off.picked) == [4, 0, 2]
 
 
@@ -86,7 +91,7 @@ def test_a_query_that_does_not_ask_about_time_gets_no_dates():
 
 def test_a_dated_context_shows_each_date_once_per_day_and_the_budget_counts_that_text():
     snap = snapshot(CHAT)
-    sel = select_turns(snap, MemoryConfig(l_max=1000, dates=True, partner_turns=False), COUNTER, recent=[4], pinned=[], ranked=[0, 1, 2, 3], partner=neighbour(snap))
+    sel = select(snap, [0, 1, 2, 3], l_max=1000, dates=True, partner_turns=False)
     text = render(sel.turns, dates=True)
     lines = text.split("\n")
     assert [line[:12] for line in lines if line.startswith("[")] == ["[2024-05-01]", "[2024-05-02]", "[2024-05-03]"]
