@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness.common import embedder
-from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, longmemeval, memorybank, realmem, realtalk, selqa_chat
+from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, longmemeval, memorybank, realmem, selqa_chat
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
@@ -72,7 +72,6 @@ def _conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
         "locomo": locomo(data),
         "selqa_chat": selqa_chat(),
         "memorybank": memorybank(),
-        "realtalk": realtalk(),
         "realmem": realmem(),
         "longmemeval": longmemeval(),
     }
