@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
 from meve import ConfigError, MemoryConfig, MomentaryMemory
-from meve.integration import Message, chat_context
+from meve.integration import Message, chat_context, chat_role
 
 try:  # the middleware needs `langchain` 1.x (extra "langchain"); reconstruct_messages does not
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover
     AgentMiddleware = object  # type: ignore[assignment,misc]
     ModelRequest = ModelResponse = Any  # type: ignore[assignment,misc]
 
-_ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+_CALL_BLOCKS = ("tool_use", "tool_call", "tool_call_chunk", "function_call")
 
 
 def _text(message: BaseMessage) -> str:
@@ -29,8 +29,26 @@ def _text(message: BaseMessage) -> str:
     return " ".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content).strip()
 
 
+def _role_name(m: BaseMessage) -> str:
+    # A ChatMessage carries its provider's role ("model", "chatbot", ...); the others their type,
+    # chunks included ("AIMessageChunk" is an AI message still in a state, e.g. after streaming).
+    role = getattr(m, "role", None)
+    return role if isinstance(role, str) else m.type.removesuffix("MessageChunk")
+
+
+def _calls_tools(m: BaseMessage) -> bool:
+    blocks = m.content if isinstance(m.content, list) else []
+    fields = ("tool_calls", "invalid_tool_calls", "tool_call_chunks")
+    return (
+        any(getattr(m, f, None) for f in fields)
+        or any(m.additional_kwargs.get(k) for k in ("tool_calls", "function_call"))
+        or any(isinstance(b, dict) and b.get("type") in _CALL_BLOCKS for b in blocks)
+    )
+
+
 def _message(m: BaseMessage) -> Message:
-    return Message(_ROLE.get(m.type, m.type), _text(m), m.id)
+    name = _role_name(m)
+    return Message(chat_role(name) or name, _text(m), m.id, _calls_tools(m))
 
 
 def reconstruct_messages(
