@@ -415,3 +415,62 @@ def test_a_tool_call_with_text_stays_with_its_result_and_is_not_stored_alone(min
     assert [t.id for t in mem.turns()] == ["q"]  # the call is never recalled later without its result
     out = reconstruct_messages([*msgs, AIMessage(content="It is sunny in Lyon.", id="a2"), HumanMessage(content="Thanks!", id="h2")], mem)
     assert [t.id for t in mem.turns()] == ["q", "a2", "h2"] and not any(m.id == "meve-a1" for m in out)
+
+
+class _HeldMiniLM:
+    """The real MiniLM; embedding a text that holds "hold:" waits until the test releases it."""
+
+    def __init__(self, inner):
+        import threading
+
+        self.inner, self.name = inner, inner.name
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def encode(self, texts):
+        if any("hold:" in t for t in texts):
+            self.entered.set()
+            assert self.release.wait(60)
+        return self.inner.encode(texts)
+
+
+def test_evicting_a_session_never_closes_a_memory_a_model_call_is_using(minilm, chroma_dir):
+    import threading
+    from pathlib import Path
+
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from meve.retrieval.chroma import open_clients
+
+    held = _HeldMiniLM(minilm)
+    model = FakeToolChatModel(messages=iter([AIMessage(content="Hello."), AIMessage(content="Saved.")]))
+    model.seen = []
+    mw = MomentaryContextMiddleware(path=chroma_dir, embedders=[held], max_sessions=1)
+    agent = create_agent(model=model, tools=[], middleware=[mw], checkpointer=InMemorySaver())
+    results: dict[str, object] = {}
+
+    def run(thread: str, text: str) -> None:
+        try:
+            results[thread] = agent.invoke({"messages": [HumanMessage(content=text)]}, {"configurable": {"thread_id": thread}})
+        except Exception as exc:
+            results[thread] = exc
+
+    a = threading.Thread(target=run, args=("a", "hold: my locker code is 4471"))
+    a.start()
+    assert held.entered.wait(60)  # thread a's model call is storing its turn, inside the middleware
+    b = threading.Thread(target=run, args=("b", "hi"))  # opening b evicts a, the least recently used
+    b.start()
+    try:
+        b.join(30)  # a deadlock guard, not a timing: b never needs a's memory
+        b_done_while_a_busy = not b.is_alive()
+    finally:
+        held.release.set()
+    a.join(60)
+    b.join(60)
+    # Eviction neither closed a's memory under its call nor waited on it (it used to do both).
+    assert b_done_while_a_busy
+    assert not isinstance(results["a"], Exception), results["a"]
+    assert not isinstance(results["b"], Exception), results["b"]
+    assert open_clients()[str(Path(chroma_dir).resolve())] == 1  # a's memory was closed once its call ended; b's is open
+    assert [t.text for t in mw.memory_for("a").turns()] == ["hold: my locker code is 4471"]
+    mw.close()
