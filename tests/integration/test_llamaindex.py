@@ -392,3 +392,33 @@ def test_a_tool_call_block_with_text_stays_with_its_result_and_is_not_stored_alo
     mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="It is sunny in Lyon."))
     mem.put(ChatMessage(role=MessageRole.USER, content="Thanks! Any rain tomorrow in Lyon?"))
     assert "Let me look that up." not in [m.content for m in mem.get()]
+
+
+def test_last_result_is_each_threads_and_each_tasks_own(chroma_index, minilm):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    r = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=6, t_max=120), scorer=CosineScorer(minilm))
+    queries = ["What does the derailleur do?", "Who built the draisine?"]
+    both = threading.Barrier(2, timeout=60)
+
+    def ask(query):
+        r.retrieve(query)
+        both.wait()  # both calls are done before either reads its result
+        return r.last_result.query
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(ask, queries)) == queries
+
+    async def two_tasks():
+        done = asyncio.Barrier(2)
+
+        async def aask(query):
+            await r.aretrieve(query)
+            await done.wait()
+            return r.last_result.query
+
+        return await asyncio.gather(*(aask(q) for q in queries))
+
+    assert asyncio.run(two_tasks()) == queries
+    assert r.last_result is None  # this thread retrieved nothing itself
