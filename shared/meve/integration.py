@@ -272,7 +272,7 @@ def chat_role(name: str) -> str | None:
 
 def stable_id(role: str, text: str, occurrence: int = 0) -> str:
     """The id of a message that has none: a hash of its role and text, and of how many messages
-    with the same role and text come before it in the messages given (``occurrence``).
+    without an id, with the same role and text, come before it in the messages given (``occurrence``).
 
     Not its position: a trimmed or sliding-window history shifts every position, and stored the
     same turns again under new ids. Not the previous message either: the first message of a
@@ -285,13 +285,16 @@ def stable_id(role: str, text: str, occurrence: int = 0) -> str:
 
 
 def _turn_ids(messages: Sequence[Message]) -> list[str]:
-    """Each message's turn id: its own, else :func:`stable_id` (by content and occurrence)."""
+    """Each message's turn id: its own, else :func:`stable_id` (by content and occurrence among
+    the messages without an id)."""
     seen: dict[tuple[str, str], int] = {}
     out = []
     for m in messages:
-        key = (m.role, m.text)
-        n = seen[key] = seen.get(key, -1) + 1
-        out.append(m.id or stable_id(m.role, m.text, n))
+        if m.id:
+            out.append(m.id)
+            continue
+        n = seen[m.role, m.text] = seen.get((m.role, m.text), -1) + 1
+        out.append(stable_id(m.role, m.text, n))
     return out
 
 
