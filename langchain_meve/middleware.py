@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
 from meve import ConfigError, MemoryConfig, MomentaryMemory
-from meve.integration import Message, chat_context
+from meve.integration import Message, chat_context, chat_role
 
 try:  # the middleware needs `langchain` 1.x (extra "langchain"); reconstruct_messages does not
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -19,7 +20,7 @@ except ImportError:  # pragma: no cover
     AgentMiddleware = object  # type: ignore[assignment,misc]
     ModelRequest = ModelResponse = Any  # type: ignore[assignment,misc]
 
-_ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+_CALL_BLOCKS = ("tool_use", "tool_call", "tool_call_chunk", "function_call")
 
 
 def _text(message: BaseMessage) -> str:
@@ -29,8 +30,26 @@ def _text(message: BaseMessage) -> str:
     return " ".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content).strip()
 
 
+def _role_name(m: BaseMessage) -> str:
+    # A ChatMessage carries its provider's role ("model", "chatbot", ...); the others their type,
+    # chunks included ("AIMessageChunk" is an AI message still in a state, e.g. after streaming).
+    role = getattr(m, "role", None)
+    return role if isinstance(role, str) else m.type.removesuffix("MessageChunk")
+
+
+def _calls_tools(m: BaseMessage) -> bool:
+    blocks = m.content if isinstance(m.content, list) else []
+    fields = ("tool_calls", "invalid_tool_calls", "tool_call_chunks")
+    return (
+        any(getattr(m, f, None) for f in fields)
+        or any(m.additional_kwargs.get(k) for k in ("tool_calls", "function_call"))
+        or any(isinstance(b, dict) and b.get("type") in _CALL_BLOCKS for b in blocks)
+    )
+
+
 def _message(m: BaseMessage) -> Message:
-    return Message(_ROLE.get(m.type, m.type), _text(m), m.id)
+    name = _role_name(m)
+    return Message(chat_role(name) or name, _text(m), m.id, _calls_tools(m))
 
 
 def reconstruct_messages(
@@ -65,7 +84,8 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
     user and AI turn is recorded in a :class:`meve.MomentaryMemory` keyed by the
     agent's ``thread_id`` (or ``session_id``). Pass ``memory=`` to use one memory for
     every thread, or ``path=``/``client=`` to open one per thread (at most ``max_sessions``
-    stay open; the least recently used is closed, and reopened from Chroma when it returns).
+    stay open; the least recently used is closed once no model call is using it, and reopened
+    from Chroma when it returns).
     """
 
     def __init__(
@@ -95,6 +115,8 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         self._session_id = session_id
         self._open = {"path": path, "client": client, "config": config, "embedders": embedders}
         self._memories: OrderedDict[str, MomentaryMemory] = OrderedDict()
+        self._in_use: dict[MomentaryMemory, int] = {}  # memory -> model calls using it now
+        self._retired: set[MomentaryMemory] = set()  # evicted while in use: closed when its last call ends
         self._lock = threading.Lock()
         self.max_sessions = max_sessions
         self.l_max = l_max
@@ -102,14 +124,41 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
 
     def memory_for(self, session: str) -> MomentaryMemory:
         """The memory of one session; at most ``max_sessions`` stay open, the least recently used is
-        closed (its Chroma client released). Everything is in Chroma, so a closed session is simply
-        reopened on its next call."""
+        closed (its Chroma client released) once no model call of this middleware is using it.
+        Everything is in Chroma, so a closed session is simply reopened on its next call. A memory
+        returned here is not held open: keep one yourself with ``memory=``."""
+        return self._open_session(session, hold=False)
+
+    @contextmanager
+    def _holding(self, session: str) -> Iterator[MomentaryMemory]:
+        """The session's memory, held open for one model call: an eviction meanwhile (another
+        thread's session) defers closing it until the call ends."""
+        mem = self._open_session(session, hold=True)
+        if mem is self._fixed:  # the caller's memory: never evicted
+            yield mem
+            return
+        try:
+            yield mem
+        finally:
+            with self._lock:
+                left = self._in_use.pop(mem) - 1
+                if left:
+                    self._in_use[mem] = left
+                retire = not left and mem in self._retired
+                if retire:
+                    self._retired.discard(mem)
+            if retire:
+                mem.close()
+
+    def _open_session(self, session: str, *, hold: bool) -> MomentaryMemory:
         if self._fixed is not None:
             return self._fixed
         with self._lock:
             mem = self._memories.get(session)
             if mem is not None and not mem.closed:
                 self._memories.move_to_end(session)
+                if hold:
+                    self._in_use[mem] = self._in_use.get(mem, 0) + 1
                 return mem
         opened = MomentaryMemory(session, **self._open)  # opened outside the lock: it reads Chroma
         evicted: list[MomentaryMemory] = []
@@ -121,16 +170,22 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
             else:
                 mem = self._memories[session] = opened
             self._memories.move_to_end(session)
+            if hold:
+                self._in_use[mem] = self._in_use.get(mem, 0) + 1
             while len(self._memories) > self.max_sessions:
                 evicted.append(self._memories.popitem(last=False)[1])
+            busy = {m for m in evicted if m in self._in_use}
+            self._retired |= busy  # closed by the last call using it
         for old in evicted:
-            old.close()
+            if old not in busy:
+                old.close()
         return mem
 
     def close(self) -> None:
         """Close every memory this middleware opened (a ``memory=`` given is the caller's)."""
         with self._lock:
-            opened, self._memories = list(self._memories.values()), OrderedDict()
+            opened, self._memories = [*self._memories.values(), *self._retired], OrderedDict()
+            self._retired = set()
         for mem in opened:
             mem.close()
 
@@ -154,7 +209,8 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         return str(thread)
 
     def _messages(self, request: ModelRequest) -> list[AnyMessage]:
-        return reconstruct_messages(request.messages, self.memory_for(self._session()), l_max=self.l_max, top_k=self.top_k)
+        with self._holding(self._session()) as memory:
+            return reconstruct_messages(request.messages, memory, l_max=self.l_max, top_k=self.top_k)
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         """Hand the model the reconstructed messages."""

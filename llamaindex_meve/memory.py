@@ -16,9 +16,8 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ConfigError, MemoryConfig
 from meve import MomentaryMemory as CoreMemory
-from meve.integration import recall
+from meve.integration import Message, chat_role, recall, storable
 
-_TO_CORE = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system", MessageRole.TOOL: "tool"}
 _FROM_CORE = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT, "system": MessageRole.SYSTEM, "tool": MessageRole.TOOL}
 
 
@@ -29,6 +28,14 @@ def _check_budget(l_max: Any, top_k: Any) -> None:
 
 def _text(message: ChatMessage) -> str:
     return message.content or ""
+
+
+def _message(message: ChatMessage) -> Message:
+    # MODEL (Gemini) and CHATBOT (Cohere) are assistants; a tool call is OpenAI-style
+    # additional_kwargs or a ToolCallBlock beside the text.
+    role = message.role.value if isinstance(message.role, MessageRole) else str(message.role)
+    calls = bool(message.additional_kwargs.get("tool_calls")) or any(getattr(b, "block_type", None) == "tool_call" for b in message.blocks)
+    return Message(chat_role(role) or role, _text(message), None, calls)
 
 
 class MomentaryChatMemory(BaseMemory):
@@ -92,17 +99,17 @@ class MomentaryChatMemory(BaseMemory):
         return self._core
 
     def put(self, message: ChatMessage) -> None:
-        """Store a message's text (user, assistant, system) and track the current exchange."""
-        if message.role == MessageRole.USER:
+        """Store a message's text (user, assistant, system; a tool call only in the current
+        exchange, beside its results) and track the current exchange."""
+        plain = _message(message)
+        if plain.role == "user":
             self._current = []
             self._current_ids = set()
         self._current.append(message)
-        text = _text(message)
-        role = _TO_CORE.get(message.role, "user")
-        if text.strip() and role in ("user", "assistant", "system") and not message.additional_kwargs.get("tool_calls"):
+        if storable(plain, ("user", "assistant", "system")):
             # The id of what was stored: recalled turns are told apart from the current exchange by id,
             # never by text, so a turn legitimately said twice is recalled.
-            self._current_ids.add(self._core.add(text, role).id)
+            self._current_ids.add(self._core.add(plain.text, plain.role).id)
 
     async def aput(self, message: ChatMessage) -> None:
         """:meth:`put` in a worker thread."""
@@ -153,11 +160,14 @@ class MomentaryChatMemory(BaseMemory):
             query = next((_text(m) for m in reversed(self._current) if m.role == MessageRole.USER), None)
         if query is None:
             query = next((t.text for t in reversed(turns) if t.role == "user"), None)
-        system = [ChatMessage(role=MessageRole.SYSTEM, content=t.text) for t in turns if t.role == "system"]
+        # Each system text once, first: stored system messages are never recalled, nor repeated
+        # from the current exchange (a system message put after the user message is stored too).
+        system = [ChatMessage(role=MessageRole.SYSTEM, content=text) for text in dict.fromkeys(t.text for t in turns if t.role == "system")]
+        current = [m for m in self._current if _message(m).role != "system"]
         if query is None or not query.strip():
-            return [*system, *self._current]  # nothing to rebuild for (no user message yet): no recall
+            return [*system, *current]  # nothing to rebuild for (no user message yet): no recall
         history = recall(self._core, query, exclude=self._current_ids, l_max=self.l_max, top_k=self.top_k)
-        return [*system, *(ChatMessage(role=_FROM_CORE[m.role], content=m.text) for m in history), *self._current]
+        return [*system, *(ChatMessage(role=_FROM_CORE[m.role], content=m.text) for m in history), *current]
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """:meth:`get` in a worker thread."""
@@ -186,6 +196,6 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
         return str(ctx.text)  # exactly the text l_max was counted on
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        items = [{"text": _text(m), "role": _TO_CORE[m.role]} for m in messages if _text(m).strip() and m.role in (MessageRole.USER, MessageRole.ASSISTANT)]
+        items = [{"text": p.text, "role": p.role} for p in map(_message, messages) if storable(p)]
         if items:
             await self.memory.aadd_many(items)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.retrievers import BaseRetriever
@@ -60,7 +61,9 @@ class MeVeRetriever(BaseRetriever):
         if (index is None) == (core is None):
             raise InputError("give either a VectorStoreIndex or core= (a meve.MeVe), not both or neither")
         self.index = index
-        self.last_result: ContextResult | None = None
+        # Per thread and per asyncio task: a retriever shared by a server's threads used to hand
+        # one caller another caller's result.
+        self._last: ContextVar[ContextResult | None] = ContextVar(f"meve-last-result-{id(self)}", default=None)
         self._nodes: dict[str, BaseNode] = {}
         if core is not None:
             self.core = core
@@ -87,6 +90,13 @@ class MeVeRetriever(BaseRetriever):
         self.core = meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra)
 
     @property
+    def last_result(self) -> ContextResult | None:
+        """The :class:`meve.ContextResult` (trace included) of the latest ``retrieve`` in this thread,
+        or of the latest ``await aretrieve`` in this asyncio task; None before one. Another thread's
+        or task's call never changes it."""
+        return self._last.get()
+
+    @property
     def config(self) -> MeVeConfig:
         """The wrapped MeVe's settings."""
         return self.core.config
@@ -100,16 +110,23 @@ class MeVeRetriever(BaseRetriever):
         check_on_empty(on_empty)
         return cls(core=MeVe.from_documents(docs, **kwargs), on_empty=on_empty)
 
-    @dispatcher.span  # type: ignore[misc]
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = self.last_result = self.core.run(query_bundle.query_str, on_phase=emit)
+        nodes, result = self._run(query_bundle)
+        self._last.set(result)
+        return nodes
+
+    @dispatcher.span  # type: ignore[misc]
+    def _run(self, query_bundle: QueryBundle) -> tuple[list[NodeWithScore], ContextResult]:
+        result = self.core.run(query_bundle.query_str, on_phase=emit)
         out = []
         for p in result.documents:
             # The index's own node where there is one (its type, relationships and metadata kept);
             # hierarchical windows of a wrapped core are new text nodes.
             node = self._nodes.get(p.id) or TextNode(text=p.text, id_=p.id, metadata=user_metadata(p.metadata))
             out.append(annotate(NodeWithScore(node=node), passage_metadata(result, p), p.score, p))
-        return out or empty_nodes(result, self.on_empty)
+        return out or empty_nodes(result, self.on_empty), result
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await asyncio.to_thread(self._retrieve, query_bundle)
+        nodes, result = await asyncio.to_thread(self._run, query_bundle)
+        self._last.set(result)  # in the awaiting task's context: the worker thread's is a copy
+        return nodes

@@ -7,7 +7,7 @@ once, so both behave the same way.
 * :func:`run_on_texts`: MeVe's phases over another retriever's texts (all of them, or one alone).
 * :class:`ForeignStore` and :func:`meve_over`: a framework's vector store as meve's passage store.
 * :func:`passage_metadata`: the ``meve_*`` keys a returned document or node carries.
-* :func:`recall`, :func:`chat_context`, :func:`record_messages`: the chat-message policy.
+* :func:`recall`, :func:`chat_context`, :func:`record_messages`, :func:`chat_role`, :func:`storable`: the chat-message policy.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from meve.core.config import MeVeConfig, check_names
 from meve.core.errors import ConfigError
+from meve.core.logs import warn_once
 from meve.core.records import ContextResult, Passage, check_query
 from meve.core.tokens import STAMP_PREFIX, get_token_counter
 from meve.memory.memory import MomentaryMemory
@@ -40,6 +41,7 @@ __all__ = [
     "Message",
     "Models",
     "chat_context",
+    "chat_role",
     "config_from",
     "config_named",
     "default_embedder",
@@ -49,6 +51,7 @@ __all__ = [
     "record_messages",
     "run_on_texts",
     "stable_id",
+    "storable",
     "user_metadata",
 ]
 
@@ -244,29 +247,80 @@ def meve_over(
 # -- chat memory ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Message:
-    """A chat message as the policy sees it: role (user, assistant, system, tool), text, id."""
+    """A chat message as the policy sees it: role (user, assistant, system, tool, or a role meve
+    does not know, which is never stored), text, id, and whether it calls tools."""
 
     role: str
     text: str
     id: str | None = None
+    tool_calls: bool = False
 
 
-def stable_id(role: str, position: int, text: str) -> str:
-    """The id of a message that has none: a content hash of role, position in the thread and text,
-    the same in every process and after every restart (``hash()`` is salted per process)."""
-    digest = hashlib.sha256(f"{role}\x00{position}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
+#: The role names frameworks and providers use -> meve's roles: Gemini's "model" and Cohere's
+#: "chatbot" are assistants, OpenAI's "developer" is a system message, "function" a tool result.
+_CHAT_ROLES: Mapping[str, str] = {
+    **dict.fromkeys(("user", "human"), "user"),
+    **dict.fromkeys(("assistant", "ai", "model", "chatbot"), "assistant"),
+    **dict.fromkeys(("system", "developer"), "system"),
+    **dict.fromkeys(("tool", "function"), "tool"),
+}
+
+
+def chat_role(name: str) -> str | None:
+    """meve's role for a framework's role name (``_CHAT_ROLES``, any case), or None for one it
+    does not know: such a message is never stored (a warning says so, once per name) and reaches
+    the model only as part of the current exchange."""
+    role = _CHAT_ROLES.get(str(name).lower())
+    if role is None:
+        warn_once(
+            f"chat-role:{name}",
+            f"meve: messages with role {name!r} are not stored in chat memory (known roles: {', '.join(_CHAT_ROLES)}); "
+            "they reach the model only as part of the current exchange",
+        )
+    return role
+
+
+def stable_id(role: str, text: str, occurrence: int = 0) -> str:
+    """The id of a message that has none: a hash of its role and text, and of how many messages
+    without an id, with the same role and text, come before it in the messages given (``occurrence``).
+
+    Not its position: a trimmed or sliding-window history shifts every position, and stored the
+    same turns again under new ids. Not the previous message either: the first message of a
+    window has lost its predecessor, so each shift would store it again. By content, a shifted
+    window maps the same turns to the same ids, and a user who says "ok" twice in view is stored
+    twice ("ok" #0 and #1). The cost: once the earlier copy has left the window, a repeat maps
+    to it and is not stored again. The same in every process (``hash()`` is salted per process)."""
+    digest = hashlib.sha256(f"{role}\x00{occurrence}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
     return f"msg-{digest[:24]}"
 
 
-def _turn_id(m: Message, position: int) -> str:
-    return m.id or stable_id(m.role, position, m.text)
+def _turn_ids(messages: Sequence[Message]) -> list[str]:
+    """Each message's turn id: its own, else :func:`stable_id` (by content and occurrence among
+    the messages without an id)."""
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for m in messages:
+        if m.id:
+            out.append(m.id)
+            continue
+        n = seen[m.role, m.text] = seen.get((m.role, m.text), -1) + 1
+        out.append(stable_id(m.role, m.text, n))
+    return out
+
+
+def storable(m: Message, roles: Collection[str] = ("user", "assistant")) -> bool:
+    """Whether a message is stored as a turn: text, a role in ``roles``, and no tool call (a call
+    stays in the current exchange beside its results; stored alone it would be recalled without them)."""
+    return m.role in roles and bool(m.text.strip()) and not m.tool_calls
 
 
 def record_messages(messages: Sequence[Message], memory: MomentaryMemory) -> None:
-    """Store user and assistant turns that have text (message ids, or stable content ids, make this idempotent)."""
-    items = [{"text": m.text, "role": m.role, "turn_id": _turn_id(m, i)} for i, m in enumerate(messages) if m.role in ("user", "assistant") and m.text.strip()]
+    """Store the user and assistant turns (:func:`storable`) under their ids (:func:`_turn_ids`), so
+    recording a thread again stores nothing new, and a message that keeps its id with a new text
+    (edited or regenerated) supersedes the stored turn (``add_many(supersede=True)``)."""
+    items = [{"text": m.text, "role": m.role, "turn_id": tid} for m, tid in zip(messages, _turn_ids(messages), strict=True) if storable(m)]
     if items:
-        memory.add_many(items)
+        memory.add_many(items, supersede=True)
 
 
 def recall(memory: MomentaryMemory, query: str, *, exclude: Collection[str] = (), l_max: int | None = None, top_k: int | None = None) -> list[Message]:
@@ -293,6 +347,6 @@ def chat_context(
     current = [m for m in messages[start:] if m.role != "system"]
     if not messages[start].text.strip():
         return [*system, *current]  # a user message with no text (e.g. only an image): nothing to rebuild for
-    exclude = {_turn_id(m, i) for i, m in enumerate(messages) if i >= start}
+    exclude = set(_turn_ids(messages)[start:])
     history = recall(memory, messages[start].text, exclude=exclude, l_max=l_max, top_k=top_k)
     return [*system, *history, *current]

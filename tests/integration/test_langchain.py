@@ -339,3 +339,138 @@ def test_compressor_without_verification_labels_nothing_verified(minilm):
     out = MeVeCompressor(embedder=minilm, verify=False, t_max=2000).compress_documents(docs, "How do pneumatic tyres make cycling more comfortable?")
     assert out and {d.metadata["meve_source"] for d in out} <= {"unverified", "fallback"}
     assert "unverified" in {d.metadata["meve_source"] for d in out}
+
+
+def _plain_memory(minilm, **cfg):
+    import time
+
+    from meve.retrieval.chroma import chroma_client
+
+    return MomentaryMemory("lc", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(**cfg))
+
+
+def test_an_edited_message_in_a_real_agent_graph_supersedes_the_stored_turn(minilm, chroma_dir):
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = FakeToolChatModel(messages=iter([AIMessage(content=f"Noted {i}.") for i in range(4)]))
+    model.seen = []
+    mw = MomentaryContextMiddleware(path=chroma_dir, embedders=[minilm], config=MemoryConfig(l_max=300))
+    agent = create_agent(model=model, tools=[], middleware=[mw], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "edits"}}
+    agent.invoke({"messages": [HumanMessage(content="My bike is a red Peugeot.", id="u1")]}, cfg)
+    # The user edits the message: LangGraph replaces it in the thread's state (same id, new text).
+    state = agent.invoke({"messages": [HumanMessage(content="My bike is a green Brompton.", id="u1")]}, cfg)
+    assert [m.content for m in state["messages"] if m.id == "u1"] == ["My bike is a green Brompton."]
+    agent.invoke({"messages": [HumanMessage(content="What colour is my bike?", id="u2")]}, cfg)  # the thread lives on
+    mem = mw.memory_for("edits")
+    stored = {t.id: t for t in mem.turns()}
+    assert stored["u1"].text == "My bike is a green Brompton." and stored["u1"].edited is not None
+    assert not any("Peugeot" in t.text for t in mem.turns())
+    last = model.seen[-1]
+    assert any(m.content == "My bike is a green Brompton." and m.id == "meve-u1" for m in last)
+    assert not any("Peugeot" in str(m.content) for m in last)
+    row = next(tr for tr in mem.reconstruct("What colour is my bike?").trace if tr.id == "u1")
+    assert row.edited == stored["u1"].edited.isoformat()  # the trace records that the turn was superseded
+    mw.close()
+
+
+def test_a_sliding_window_without_ids_stores_each_turn_once_and_a_repeat_in_view_twice(minilm):
+    conversation = [HumanMessage(content="ok"), AIMessage(content="Shall I book the 9:40 train?"), HumanMessage(content="ok")]
+    conversation += [AIMessage(content="Booked."), HumanMessage(content="Thanks, which platform?")]
+    mem = _plain_memory(minilm, l_max=200)
+    for end in range(1, len(conversation) + 1):
+        window = [type(m)(content=m.content) for m in conversation[max(0, end - 3) : end]]  # fresh objects, as trim_messages gives
+        reconstruct_messages(window, mem)
+    assert [t.text for t in mem.turns()] == [m.content for m in conversation]  # 5 turns, not one per window shift
+
+
+def test_assistant_like_roles_are_stored_as_assistant_and_unknown_roles_are_skipped_with_a_warning(minilm, caplog):
+    from langchain_core.messages import AIMessageChunk
+    from langchain_core.messages import ChatMessage as RoleMessage
+
+    mem = _plain_memory(minilm, l_max=300)
+    msgs = [
+        HumanMessage(content="Which gear for the hill?", id="h1"),
+        AIMessageChunk(content="Use the lowest gear.", id="c1"),  # left in state after streaming
+        RoleMessage(role="model", content="Gemini says: spin fast.", id="g1"),
+        RoleMessage(role="chatbot", content="Cohere says: stand up.", id="k1"),
+        RoleMessage(role="critic", content="That advice is poor.", id="x1"),
+        HumanMessage(content="And downhill?", id="h2"),
+    ]
+    with caplog.at_level("WARNING", logger="meve"):
+        out = reconstruct_messages(msgs, mem)
+    assert [(t.id, t.role) for t in mem.turns()] == [("h1", "user"), ("c1", "assistant"), ("g1", "assistant"), ("k1", "assistant"), ("h2", "user")]
+    assert "role 'critic' are not stored" in caplog.text
+    recalled = {m.id: m for m in out if (m.id or "").startswith("meve-")}
+    assert isinstance(recalled["meve-g1"], AIMessage) and isinstance(recalled["meve-c1"], AIMessage)
+
+
+def test_a_tool_call_with_text_stays_with_its_result_and_is_not_stored_alone(minilm):
+    mem = _plain_memory(minilm, l_max=300)
+    call = AIMessage(content="Let me look that up.", id="a1", tool_calls=[{"name": "weather", "args": {"city": "Lyon"}, "id": "c1"}])
+    msgs = [HumanMessage(content="Weather in Lyon?", id="q"), call, ToolMessage(content="Sunny, 24 C", tool_call_id="c1", id="t1")]
+    out = reconstruct_messages(msgs, mem)
+    assert [m.id for m in out] == ["q", "a1", "t1"]
+    assert [t.id for t in mem.turns()] == ["q"]  # the call is never recalled later without its result
+    out = reconstruct_messages([*msgs, AIMessage(content="It is sunny in Lyon.", id="a2"), HumanMessage(content="Thanks!", id="h2")], mem)
+    assert [t.id for t in mem.turns()] == ["q", "a2", "h2"] and not any(m.id == "meve-a1" for m in out)
+
+
+class _HeldMiniLM:
+    """The real MiniLM; embedding a text that holds "hold:" waits until the test releases it."""
+
+    def __init__(self, inner):
+        import threading
+
+        self.inner, self.name = inner, inner.name
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def encode(self, texts):
+        if any("hold:" in t for t in texts):
+            self.entered.set()
+            assert self.release.wait(60)
+        return self.inner.encode(texts)
+
+
+def test_evicting_a_session_never_closes_a_memory_a_model_call_is_using(minilm, chroma_dir):
+    import threading
+    from pathlib import Path
+
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from meve.retrieval.chroma import open_clients
+
+    held = _HeldMiniLM(minilm)
+    model = FakeToolChatModel(messages=iter([AIMessage(content="Hello."), AIMessage(content="Saved.")]))
+    model.seen = []
+    mw = MomentaryContextMiddleware(path=chroma_dir, embedders=[held], max_sessions=1)
+    agent = create_agent(model=model, tools=[], middleware=[mw], checkpointer=InMemorySaver())
+    results: dict[str, object] = {}
+
+    def run(thread: str, text: str) -> None:
+        try:
+            results[thread] = agent.invoke({"messages": [HumanMessage(content=text)]}, {"configurable": {"thread_id": thread}})
+        except Exception as exc:
+            results[thread] = exc
+
+    a = threading.Thread(target=run, args=("a", "hold: my locker code is 4471"))
+    a.start()
+    assert held.entered.wait(60)  # thread a's model call is storing its turn, inside the middleware
+    b = threading.Thread(target=run, args=("b", "hi"))  # opening b evicts a, the least recently used
+    b.start()
+    try:
+        b.join(30)  # a deadlock guard, not a timing: b never needs a's memory
+        b_done_while_a_busy = not b.is_alive()
+    finally:
+        held.release.set()
+    a.join(60)
+    b.join(60)
+    # Eviction neither closed a's memory under its call nor waited on it (it used to do both).
+    assert b_done_while_a_busy
+    assert not isinstance(results["a"], Exception), results["a"]
+    assert not isinstance(results["b"], Exception), results["b"]
+    assert open_clients()[str(Path(chroma_dir).resolve())] == 1  # a's memory was closed once its call ended; b's is open
+    assert [t.text for t in mw.memory_for("a").turns()] == ["hold: my locker code is 4471"]
+    mw.close()

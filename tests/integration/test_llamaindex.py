@@ -347,3 +347,78 @@ def test_each_phase_is_an_instrumentation_event_tools_reading_the_dispatcher_see
     phases = [p for p, _, _ in seen]
     assert phases == ["retrieve", "verify", "fallback", "prioritise", "prune", "budget", "verify", "fallback", "prioritise", "prune", "budget"]
     assert seen[0][1] == 6 and all(span is not None for _, _, span in seen)  # each event sits inside a span
+
+
+def test_chat_memory_shows_each_system_message_once(minilm):
+    alone = _memory(minilm, l_max=200)
+    alone.put(ChatMessage(role=MessageRole.SYSTEM, content="Be brief."))
+    assert [(m.role, m.content) for m in alone.get()] == [(MessageRole.SYSTEM, "Be brief.")]
+    mem = _memory(minilm, l_max=200)
+    for role, text in [("system", "Be brief."), ("system", "Answer in French."), ("user", "Bonjour"), ("system", "Answer in French.")]:
+        mem.put(ChatMessage(role=role, content=text))
+    got = mem.get()
+    assert [m.content for m in got if m.role == MessageRole.SYSTEM] == ["Be brief.", "Answer in French."]
+    assert got[-1].content == "Bonjour" and got[0].role == MessageRole.SYSTEM and got[1].role == MessageRole.SYSTEM
+
+
+def test_gemini_and_cohere_replies_are_stored_and_recalled_as_the_assistant(minilm):
+    mem = _memory(minilm, l_max=300, dates=False)
+    mem.put(ChatMessage(role=MessageRole.USER, content="I keep bees in Ghent."))
+    mem.put(ChatMessage(role=MessageRole.MODEL, content="Gemini: Ghent beekeeping sounds sweet."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="They make linden honey."))
+    mem.put(ChatMessage(role=MessageRole.CHATBOT, content="Cohere: linden honey is pale."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="What do my bees make?"))
+    assert [t.role for t in mem.core.turns()] == ["user", "assistant", "user", "assistant", "user"]
+    recalled = {m.content: m.role for m in mem.get()[:-1]}
+    assert recalled["Gemini: Ghent beekeeping sounds sweet."] == MessageRole.ASSISTANT
+    assert recalled["Cohere: linden honey is pale."] == MessageRole.ASSISTANT
+    core = CoreMemory("block-roles", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}")
+    block = MomentaryMemoryBlock(memory=core)
+    asyncio.run(block.aput([ChatMessage(role=MessageRole.USER, content="hi"), ChatMessage(role=MessageRole.MODEL, content="Gemini: hello")]))
+    assert [(t.role, t.text) for t in core.turns()] == [("user", "hi"), ("assistant", "Gemini: hello")]
+
+
+def test_a_tool_call_block_with_text_stays_with_its_result_and_is_not_stored_alone(minilm):
+    from llama_index.core.base.llms.types import TextBlock, ToolCallBlock
+
+    mem = _memory(minilm, l_max=300, dates=False)
+    mem.put(ChatMessage(role=MessageRole.USER, content="Weather in Lyon?"))
+    call = ChatMessage(role=MessageRole.ASSISTANT, blocks=[TextBlock(text="Let me look that up."), ToolCallBlock(tool_call_id="c1", tool_name="weather")])
+    result = ChatMessage(role=MessageRole.TOOL, content="Sunny, 24 C", additional_kwargs={"tool_call_id": "c1"})
+    mem.put(call)
+    mem.put(result)
+    assert mem.get()[-2:] == [call, result]
+    assert [t.text for t in mem.core.turns()] == ["Weather in Lyon?"]  # the call is never recalled later without its result
+    mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="It is sunny in Lyon."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="Thanks! Any rain tomorrow in Lyon?"))
+    assert "Let me look that up." not in [m.content for m in mem.get()]
+
+
+def test_last_result_is_each_threads_and_each_tasks_own(chroma_index, minilm):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    r = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=6, t_max=120), scorer=CosineScorer(minilm))
+    queries = ["What does the derailleur do?", "Who built the draisine?"]
+    both = threading.Barrier(2, timeout=60)
+
+    def ask(query):
+        r.retrieve(query)
+        both.wait()  # both calls are done before either reads its result
+        return r.last_result.query
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(ask, queries)) == queries
+
+    async def two_tasks():
+        done = asyncio.Barrier(2)
+
+        async def aask(query):
+            await r.aretrieve(query)
+            await done.wait()
+            return r.last_result.query
+
+        return await asyncio.gather(*(aask(q) for q in queries))
+
+    assert asyncio.run(two_tasks()) == queries
+    assert r.last_result is None  # this thread retrieved nothing itself

@@ -105,6 +105,41 @@ def test_the_model_registry_loads_each_model_once_across_threads():
     assert reg.get("test", "m", "cpu", factory) is not got[0] and len(loads) == 2
 
 
+class _TwoAtOnceScorer(FakeScorer):
+    """FakeScorer (a fake model) that provides its own Scoring; building it waits, up to 2 s, for a
+    second thread to be building one too, so two unguarded first calls always overlap."""
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__()
+        self.builds = 0
+        self.both = threading.Barrier(2, timeout=2)
+
+    def scoring(self):
+        import contextlib
+        import threading
+
+        from meve.scoring.protocols import Scoring
+
+        self.builds += 1
+        with contextlib.suppress(threading.BrokenBarrierError):  # broken: the other thread waited for this one (serialised)
+            self.both.wait()
+        return Scoring.of(self)
+
+
+def test_two_threads_resolving_a_components_scorer_at_once_get_one_scorer():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from meve.integration import Models
+
+    scorer = _TwoAtOnceScorer()
+    models = Models(FakeEmbedder(), scorer)
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda _: models.scoring, range(2)))
+    assert scorer.builds == 1 and got[0] is got[1]
+
+
 def test_the_middleware_closes_the_sessions_it_evicts(tmp_path):
     pytest.importorskip("langchain")
     from langchain_meve import MomentaryContextMiddleware

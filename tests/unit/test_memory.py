@@ -572,3 +572,62 @@ def test_auto_dates_date_the_lines_only_for_a_question_about_time():
     lines = timed.text.splitlines()
     assert timed.dates and lines[0].startswith("[20") and not any(line.startswith("[20") for line in lines[1:])
     assert timed.token_count == m.token_counter.count(timed.text) <= 200
+
+
+def test_an_edit_supersedes_the_stored_turn_in_chroma_bm25_and_every_handle(tmp_path):
+    # An edited or regenerated message keeps its id and changes its text (LangGraph replaces it in place).
+    path = str(tmp_path / "db")
+    clock = Clock()
+    m = MomentaryMemory("edits", path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=clock, config=MemoryConfig(l_max=500))
+    other = MomentaryMemory("edits", path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=clock)
+    m.add_many([{"text": t, "role": r, "turn_id": f"t{i}"} for i, (r, t) in enumerate(CHAT)])
+    before = m.turns()[1]
+    assert len(other) == len(CHAT)  # the other handle has read the session, old text included
+    out = m.add_many([{"text": "Rex sounds lovely. Dachshunds are stubborn hounds.", "role": "assistant", "turn_id": "t1"}, "a new turn"], supersede=True)
+    assert [t.id for t in out] == ["t1", out[1].id] and out[0].text.startswith("Rex sounds lovely. Dachshunds")
+    edited = m.turns()[1]
+    # The turn keeps its place in time; only its text changed, and when is recorded.
+    assert (edited.id, edited.timestamp, edited.seq) == (before.id, before.timestamp, before.seq) and edited.edited is not None
+    assert len(m) == len(CHAT) + 1 and [t.text for t in m.turns()][-1] == "a new turn"
+    for handle in (m, other, MomentaryMemory("edits", path=path, embedders=[FakeEmbedder(48, "b")], clock=clock)):
+        texts = [t.text for t in handle.turns()]
+        assert "Rex sounds lovely. Beagles are curious hounds." not in texts and edited.text in texts
+        ctx = handle.reconstruct("curious beagles", l_max=500, weights={"bm25": 1.0, "dense": 0.0})
+        assert "Beagles are curious" not in ctx.text  # BM25 no longer knows the old words
+    ctx = m.reconstruct("stubborn dachshunds", l_max=500, weights={"bm25": 1.0, "dense": 0.0})
+    row = next(tr for tr in ctx.trace if tr.id == "t1")
+    assert row.included and row.edited == edited.edited.isoformat() and m.turns()[0].edited is None
+    assert next(t for t in ctx.turns if t.id == "t1").text == edited.text
+
+
+def test_an_edit_is_refused_without_supersede_and_checked_like_a_new_turn():
+    m = mem()
+    m.add("first words", "user", turn_id="u1")
+    with pytest.raises(InputError, match=r"turn_id='u1' is already stored.*unless supersede=True"):
+        m.add("other words", "user", turn_id="u1")
+    with pytest.raises(InputError, match="text is empty"):
+        m.add("   ", "user", turn_id="u1", supersede=True)
+    with pytest.raises(InputError, match=r"an edit keeps the turn's place"):
+        m.add("other words", "user", turn_id="u1", supersede=True, timestamp=T0 + timedelta(days=1))
+    assert [t.text for t in m.turns()] == ["first words"] and m.turns()[0].edited is None
+    again = m.add("other words", "user", turn_id="u1", supersede=True)
+    assert again.edited is not None and m.add("other words", "user", turn_id="u1", supersede=True) == again  # the same edit twice is one edit
+
+
+def test_a_failed_edit_leaves_the_stored_turn_as_it_was(monkeypatch):
+    m = mem()
+    m.add_many([{"text": "the old text about otters", "turn_id": "x"}, {"text": "another turn", "turn_id": "y"}])
+    col = m._store.collections[0]
+    real = col.add
+
+    def failing_add(**kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(col, "add", failing_add)  # the new turn of the batch fails after the edit was written
+    with pytest.raises(StoreError, match="disk full"):
+        m.add_many([{"text": "the new text about seals", "turn_id": "x"}, "a new turn"], supersede=True)
+    monkeypatch.setattr(col, "add", real)
+    reopened = MomentaryMemory("s1", client=m.client, embedders=[FakeEmbedder()], collection_prefix=m._store.collections[0].name.split("-")[0])
+    for handle in (m, reopened):
+        assert [t.text for t in handle.turns()] == ["the old text about otters", "another turn"]
+        assert "otters" in handle.reconstruct("otters", weights={"bm25": 1.0, "dense": 0.0}).text

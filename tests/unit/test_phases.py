@@ -255,3 +255,40 @@ def test_passage_with_copies_and_refuses_a_field_it_does_not_have():
         p.with_(relevnce=0.9)
     with pytest.raises(AttributeError):
         q.id = "b"  # type: ignore[misc]  # still frozen
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("cut", ["none", "ratio", "gap"])
+def test_a_nan_score_ranks_lowest_and_every_candidate_is_kept_or_dropped(cut):
+    cands = tuple(p(x) for x in "abcde")
+    out = verify(cands, [0.9, NAN, 0.85, 0.3, 0.88], tau=0.5, cut=cut, cut_ratio=0.5)
+    assert [c.id for c in out.kept] == ["a", "e", "c"]  # the NaN does not poison the head's threshold
+    assert sorted([c.id for c in out.kept] + [d.id for d in out.dropped]) == list("abcde")
+    reasons = {d.id: d.reason for d in out.dropped}
+    assert "NaN" in reasons["b"] and "< tau 0.5" in reasons["d"]
+    if cut != "none":
+        assert not np.isnan(out.info["head_threshold"])
+
+
+def test_a_nan_sentence_score_never_wins_the_pruning():
+    cand = Passage(id="d1", text=TEXT, relevance=0.9)
+    sp = sentences(TEXT)
+    out = prune_sentences((cand,), [sp], [[NAN, 0.1, 0.05, 0.9, 0.2]], ratio=0.5)
+    (kept,) = out.kept
+    assert kept.text == "Belfast builds ships."
+    assert f"d1@{sp[0][0]}-{sp[0][1]}" in [d.id for d in out.dropped]
+    # Only NaN scores: no sentence is evidence, so the passage stays whole (below the gate).
+    whole = prune_sentences((cand,), [sp], [[NAN] * 5], ratio=0.5, gate=0.0)
+    assert whole.kept[0].text == TEXT and whole.info["whole_below_gate"] == ["d1"]
+
+
+def test_a_nan_relevance_is_chosen_last_by_novelty_and_padding():
+    from meve.pipeline.phases import PhaseOutput, pad
+
+    cands = (p("a", [1, 0, 0], relevance=NAN), p("b", [0, 1, 0], relevance=0.4), p("c", [0, 0, 1], relevance=0.6))
+    assert novelty_select(cands, lam=0.7, theta=0.99).info["order"] == ["c", "b", "a"]
+    assert novelty_select(cands, lam=0.0, theta=0.99).info["order"][-1] == "a"  # 0 x -inf is a NaN: it still ranks lowest
+    padded = pad(PhaseOutput(()), cands, {"a": NAN, "b": 0.4, "c": 0.6}, min_keep=2)
+    assert [c.id for c in padded.kept] == ["c", "b"]

@@ -461,3 +461,27 @@ def test_a_lexical_backend_behind_the_protocol_serves_fusion_and_fallback():
     assert ("Louvre museum Everest mountain", 3) in engine.asked
     with pytest.raises(InputError, match="Lexical"):
         MeVe(store=base.store, lexical=object(), embedder=FakeEmbedder())
+
+
+class _NaNScorer(FakeScorer):
+    """FakeScorer (a fake model) that returns NaN for the shortest Eiffel passage, as a broken model might."""
+
+    name = "fake-overlap-nan"
+
+    def score(self, query, passages, query_vec=None):
+        out = super().score(query, passages, query_vec)
+        return np.where([t == CORPUS[0] for t in passages], np.nan, out)
+
+
+def test_one_nan_score_neither_empties_the_context_nor_comes_back_through_the_fallback():
+    q = "When was the Eiffel Tower in Paris completed?"
+    cfg = MeVeConfig(k_init=6, tau=0.3, cut="ratio", cut_ratio=0.5, t_max=200, fallback=False, prioritisation="none")
+    r = build(config=cfg, scorer=_NaNScorer()).run(q)
+    verify = r.phase("verify")
+    assert r.phase("retrieve").kept[0] == "doc-0"  # the NaN is the top candidate's: it made the ratio cut's threshold NaN
+    assert r.documents and r.context and not np.isnan(verify.info["head_threshold"])
+    assert len(verify.kept) + len(verify.dropped) == 6  # every candidate ends in kept or dropped
+    assert [d.id for d in verify.dropped if "NaN" in d.reason] == ["doc-0"]
+    fb = build(config=cfg.replace(fallback=True, n_min=6, fallback_k=6), scorer=_NaNScorer()).run("Eiffel Tower completed 1889")
+    assert fb.phase("fallback").info["triggered"] and "doc-0" not in [p.id for p in fb.documents]
+    assert any(d.id == "doc-0" and "rejected by the verifier" in d.reason for d in fb.phase("fallback").dropped)  # no number is no evidence

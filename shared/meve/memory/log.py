@@ -31,6 +31,16 @@ class Snapshot:
     n: int
     smallest: int
 
+    def partner(self, i: int, skip: Sequence[str]) -> int | None:
+        """The turn next to position ``i`` in time by the other role (not in ``skip``): the reply
+        after it, else the turn it answered. Reads the live ``chrono``: call it under the memory's lock."""
+        at = bisect.bisect_left(self.chrono, self.keys[i], key=self.keys.__getitem__)
+        for k in (at + 1, at - 1):
+            role = self.turns[self.chrono[k]].role if 0 <= k < len(self.chrono) else None
+            if role is not None and role != self.turns[i].role and role not in skip:
+                return self.chrono[k]
+        return None
+
 
 class TurnLog:
     """Positions index everything held (turns, BM25 documents, token counts) in the order this

@@ -16,7 +16,6 @@ safe, and no lock is held across a model or network call.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import threading
 import time
 import uuid
@@ -28,6 +27,7 @@ import numpy as np
 
 from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import InputError, StoreError
+from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
 from meve.memory.log import Snapshot, TurnLog
@@ -36,7 +36,7 @@ from meve.memory.select import decide_dates, fuse, rank, select_turns, signal_we
 from meve.memory.session import EPOCH, SessionStore, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
-from meve.scoring.embedders import default_embedder, embedder_dimension
+from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
 from meve.scoring.protocols import Embedder
 
 __all__ = ["MomentaryMemory"]
@@ -113,13 +113,7 @@ class MomentaryMemory:
         log.append(loaded)
         with self._lock:
             self._log, self._seen = log, head
-        known = {t.id for t, _ in loaded}
-        for emb, col in zip(self.embedders[1:], self._store.collections[1:], strict=True):
-            have = set(self._store.rows(col)["ids"])
-            self._store.delete(col, list(have - known))  # written before the primary during a crash: never acknowledged
-            missing = [t for t, _ in loaded if t.id not in have]
-            if missing:
-                self._store.write(col, missing, [self._order_key(t) for t in missing], emb.encode([t.text for t in missing]))
+        self._store.repair(loaded, [e.encode for e in self.embedders[1:]])
 
     def _order_key(self, turn: Turn) -> str:
         with self._lock:
@@ -148,24 +142,15 @@ class MomentaryMemory:
         if stored < known:  # another process deleted turns: rebuild from storage
             self._load()
             return 0
-        new = self._unknown_rows(stored, known, latest) if stored > known else []
+        with self._lock:
+            index = self._log.index
+        new = self._store.unknown(stored, index, latest, self.config.max_clock_skew_s) if stored > known else []
         with self._lock:
             fresh = [tk for tk in sorted(new, key=time_order) if tk[0].id not in self._log.index]
             self._log.append(fresh)
             if head is not None:
                 self._seen = head
         return len(fresh)
-
-    def _unknown_rows(self, stored: int, known: int, latest: datetime | None) -> list[tuple[Turn, str]]:
-        where = {"ts": {"$gte": latest.timestamp() - self.config.max_clock_skew_s}} if latest is not None else None
-        with self._lock:
-            index = self._log.index
-        new = [tk for tk in self._store.turns(where=where) if tk[0].id not in index]
-        if known + len(new) < stored:  # a writer's clock is further behind than the window: scan ids
-            seen_ids = {t.id for t, _ in new}
-            every = self._store.rows(self._store.collections[0])["ids"]
-            new += self._store.turns(ids=[pid for pid in every if pid not in index and pid not in seen_ids])
-        return new
 
     # -- lifecycle ----------------------------------------------------------------------
     def warm_up(self) -> MomentaryMemory:
@@ -201,38 +186,63 @@ class MomentaryMemory:
             raise StoreError(f"session {self.session_id!r} on {self._store.where}: this MomentaryMemory was closed; open a new one")
 
     # -- writing ------------------------------------------------------------------------
-    def add(self, text: str, role: str = "user", *, turn_id: str | None = None, timestamp: Any = None, metadata: Mapping[str, Any] | None = None) -> Turn:
-        """Store one turn verbatim. Re-adding the same ``turn_id`` with the same role and text returns the stored turn (idempotent)."""
-        return self.add_many([{"text": text, "role": role, "turn_id": turn_id, "timestamp": timestamp, "metadata": metadata}])[0]
+    def add(
+        self,
+        text: str,
+        role: str = "user",
+        *,
+        turn_id: str | None = None,
+        timestamp: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        supersede: bool = False,
+    ) -> Turn:
+        """Store one turn verbatim. Re-adding the same ``turn_id`` with the same role and text returns
+        the stored turn (idempotent); ``supersede`` as in :meth:`add_many`."""
+        item = {"text": text, "role": role, "turn_id": turn_id, "timestamp": timestamp, "metadata": metadata}
+        return self.add_many([item], supersede=supersede)[0]
 
-    def add_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Turn]:
+    def add_many(self, items: Iterable[str | Mapping[str, Any]], *, supersede: bool = False) -> list[Turn]:
         """Store several turns in one batch (one embedding pass per embedder), all or nothing.
 
-        Each item is a text (role "user") or a dict with ``text`` and optional
-        ``role``, ``turn_id``, ``timestamp``, ``metadata``. If Chroma rejects any part of the
-        batch, what was already written is deleted again and a StoreError is raised, so storage
-        and this handle stay equal. No lock is held that ``reconstruct`` waits on while the batch
-        is embedded or written.
+        Each item is a text (role "user") or a dict with ``text`` and optional ``role``,
+        ``turn_id``, ``timestamp``, ``metadata``. A ``turn_id`` stored with another role or text is
+        an InputError, or, with ``supersede=True``, an edit (a message edited or regenerated in
+        place): the stored turn's text, role and vectors are replaced in every collection and in
+        BM25, its time and place kept, ``Turn.edited`` set. If Chroma rejects any part of the
+        batch, what was already written is undone and a StoreError is raised, so storage and this
+        handle stay equal. No lock is held that ``reconstruct`` waits on while the batch is
+        embedded or written.
         """
         items = list(items)
         with self._write_lock:
             self._catch_up()
             with self._lock:
                 last, seq = self._log.latest, len(self._log)
-            result, fresh = resolve_items(items, self._stored, self._rules(), last, seq)
-            if fresh:
-                self._store_batch(fresh)
-            return result
+            res = resolve_items(items, self._stored, self._rules(), last, seq, supersede=supersede)
+            edits = [new for _, new in res.edits]
+            if not edits and not res.fresh:
+                return res.turns
+            vecs = self._vectors([t.text for t in (*edits, *res.fresh)])
+            saved = self._store.overwrite(edits, [self._order_key(t) for t in edits], [v[: len(edits)] for v in vecs]) if edits else []
+            try:
+                if res.fresh:
+                    self._store_batch(res.fresh, [v[len(edits) :] for v in vecs])
+            except StoreError:
+                self._store.restore(saved)
+                raise
+            if edits:  # no count changed: other handles learn the edit from a new epoch; this one reloads (BM25 removes no document)
+                self._store.bump(EPOCH, uuid.uuid4().hex)
+                self._load()
+                log.info("meve: session %r: turn(s) %s superseded by an edit; the earlier text is no longer stored", self.session_id, [t.id for t in edits])
+            return res.turns
 
-    def _store_batch(self, fresh: list[Turn]) -> None:
-        okeys = [new_order_key(t.timestamp) for t in fresh]
-        texts = [t.text for t in fresh]
-        vecs = [np.asarray(e.encode(texts), dtype=np.float32) for e in self.embedders]
+    def _vectors(self, texts: list[str]) -> list[np.ndarray]:
         if self._dims is None:
             self._dims = [embedder_dimension(e) for e in self.embedders]
-        for v, dim, e in zip(vecs, self._dims, self.embedders, strict=True):
-            if v.shape[1] != dim:
-                raise StoreError(f"embedder {e.name!r} returned dimension {v.shape[1]}, expected {dim}")
+        return encode_checked(self.embedders, texts, self._dims)
+
+    def _store_batch(self, fresh: list[Turn], vecs: list[np.ndarray]) -> None:
+        okeys = [new_order_key(t.timestamp) for t in fresh]
         # Primary first: a crash between collections is repaired on open (secondaries follow the primary).
         written: list[Any] = []
         # Advanced before the attempt: a heads value is never reused, even when a bump fails after
@@ -379,18 +389,11 @@ class MomentaryMemory:
         return bm25, dense
 
     def _partner(self, snap: Snapshot, skip: Sequence[str]) -> Callable[[int], int | None]:
-        """The adjacent turn by the other role: the reply after it, else the turn it answered.
-        Reads the live chronological list under the lock (other writers' turns may land anywhere)."""
-        chrono, keys = snap.chrono, snap.keys  # this snapshot's lists: a reload swaps in new ones
+        """:meth:`Snapshot.partner` under the lock (other writers' turns may land anywhere in time)."""
 
         def partner(i: int) -> int | None:
             with self._lock:
-                at = bisect.bisect_left(chrono, keys[i], key=keys.__getitem__)
-                for k in (at + 1, at - 1):
-                    role = snap.turns[chrono[k]].role if 0 <= k < len(chrono) else None
-                    if role is not None and role != snap.turns[i].role and role not in skip:
-                        return chrono[k]
-            return None
+                return snap.partner(i, skip)
 
         return partner
 

@@ -18,7 +18,8 @@ ROLES = ("user", "assistant", "system", "tool")
 
 @dataclass(frozen=True)
 class Turn:
-    """One stored chat turn, verbatim."""
+    """One stored chat turn, verbatim. ``edited``: when an edit (the same id, new text) last
+    superseded its text, else None; an edited turn keeps its time and place in the conversation."""
 
     id: str
     role: str
@@ -26,15 +27,18 @@ class Turn:
     timestamp: datetime
     seq: int
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    edited: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return {"id": self.id, "role": self.role, "text": self.text, "timestamp": self.timestamp.isoformat(), "seq": self.seq, "metadata": dict(self.metadata)}
+        out = {"id": self.id, "role": self.role, "text": self.text, "timestamp": self.timestamp.isoformat(), "seq": self.seq, "metadata": dict(self.metadata)}
+        return {**out, "edited": self.edited.isoformat() if self.edited is not None else None}
 
 
 @dataclass(frozen=True)
 class TurnTrace:
-    """Why a turn is, or is not, in the rebuilt context."""
+    """Why a turn is, or is not, in the rebuilt context; ``edited``: when an edit superseded the
+    turn's earlier text (ISO-8601), else None."""
 
     id: str
     seq: int
@@ -44,6 +48,7 @@ class TurnTrace:
     included: bool
     reason: str
     tokens: int
+    edited: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -56,6 +61,7 @@ class TurnTrace:
             "included": self.included,
             "reason": self.reason,
             "tokens": self.tokens,
+            "edited": self.edited,
         }
 
 

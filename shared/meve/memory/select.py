@@ -116,7 +116,7 @@ def _recent(fill: _Fill, recent: Sequence[int]) -> None:
             fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left and too little for a truncated copy")
             continue
         text, used = cut
-        short = Turn(turn.id, turn.role, text, turn.timestamp, turn.seq, {**turn.metadata, "meve_truncated": True})
+        short = replace(turn, text=text, metadata={**turn.metadata, "meve_truncated": True})
         cost = fill.ledger.cost(used + head)
         if not fill.take(i, short, used + head, f"most recent turn, truncated to {cost} of {need} tokens to fit l_max {cfg.l_max}"):
             raise RuntimeError(f"truncated recent turn of {used + head} tokens does not fit {fill.ledger.left} left")  # truncate_turn guarantees the fit
@@ -219,6 +219,7 @@ def turn_traces(
             included=sel.reasons[i][0],
             reason=sel.reasons[i][1],
             tokens=sel.reasons[i][2],
+            edited=edited.isoformat() if (edited := snap.turns[i].edited) is not None else None,
         )
         for i in order
     )

@@ -166,13 +166,13 @@ class SessionStore:
             for start in range(0, len(ids), PAGE):
                 res = self.call("read turns", col.get, ids=list(ids[start : start + PAGE]), include=list(include))
                 for key in out:
-                    out[key].extend(res[key] or [])
+                    out[key].extend(res[key] if res[key] is not None else [])  # embeddings come as an array: no truth value
             return out
         offset = 0
         while True:
             res = self.call("read turns", col.get, where=where, include=list(include), limit=PAGE, offset=offset)
             for key in out:
-                out[key].extend(res[key] or [])
+                out[key].extend(res[key] if res[key] is not None else [])
             if len(res["ids"]) < PAGE:
                 return out
             offset += len(res["ids"])
@@ -182,6 +182,32 @@ class SessionStore:
         rows = self.rows(self.collections[0], ids=ids, where=where, include=("documents", "metadatas"))
         return [self.turn(pid, doc, meta) for pid, doc, meta in zip(rows["ids"], rows["documents"], rows["metadatas"], strict=True)]
 
+    def unknown(self, stored: int, index: Mapping[str, int], latest: datetime | None, skew_s: float) -> list[tuple[Turn, str]]:
+        """The stored turns a handle does not know (``index``: the ids it knows), when the primary
+        holds ``stored``: those from its ``latest`` timestamp (less the accepted clock skew) on,
+        and a full id scan only when that window cannot account for the difference."""
+        where = {"ts": {"$gte": latest.timestamp() - skew_s}} if latest is not None else None
+        new = [tk for tk in self.turns(where=where) if tk[0].id not in index]
+        if len(index) + len(new) < stored:  # a writer's clock is further behind than the window: scan ids
+            seen_ids = {t.id for t, _ in new}
+            every = self.rows(self.collections[0])["ids"]
+            new += self.turns(ids=[pid for pid in every if pid not in index and pid not in seen_ids])
+        return new
+
+    def repair(self, loaded: Sequence[tuple[Turn, str]], encoders: Sequence[Callable[[list[str]], Any]]) -> None:
+        """Make each secondary collection hold the primary's turns (``loaded``, with order keys),
+        after a crash between collections: rows the primary lacks were never acknowledged and are
+        deleted; a turn missing, or with another text (an edit the crash cut short), is rewritten
+        with vectors from its collection's encoder."""
+        known = {t.id for t, _ in loaded}
+        for encode, col in zip(encoders, self.collections[1:], strict=True):
+            rows = self.rows(col, include=("documents",))
+            have = dict(zip(rows["ids"], rows["documents"], strict=True))
+            self.delete(col, [pid for pid in have if pid not in known])
+            stale = [(t, k) for t, k in loaded if have.get(t.id) != t.text]
+            if stale:
+                self.write(col, [t for t, _ in stale], [k for _, k in stale], encode([t.text for t, _ in stale]), overwrite=True)
+
     def turn(self, pid: str, doc: str | None, meta: Mapping[str, Any] | None) -> tuple[Turn, str]:
         """A stored row as a Turn and its order key; a row of another session is refused."""
         meta = dict(meta or {})
@@ -189,21 +215,51 @@ class SessionStore:
             raise StoreError(f"turn {pid!r} belongs to session {meta.get('session_id')!r}, not {self.session_id!r}")
         user = {k[2:]: v for k, v in meta.items() if k.startswith("m:")}
         when = datetime.fromisoformat(str(meta["timestamp"]))
-        turn = Turn(id=pid, role=str(meta["role"]), text=doc or "", timestamp=when, seq=int(meta["seq"]), metadata=user)
+        edited = datetime.fromisoformat(str(meta["edited"])) if meta.get("edited") is not None else None
+        turn = Turn(id=pid, role=str(meta["role"]), text=doc or "", timestamp=when, seq=int(meta["seq"]), metadata=user, edited=edited)
         return turn, str(meta.get("okey") or legacy_key(turn))
 
-    def write(self, col: Any, turns: Sequence[Turn], okeys: Sequence[str], vecs: np.ndarray) -> None:
-        """Store turns (verbatim text, metadata, vectors) in one collection, in pages."""
+    def write(self, col: Any, turns: Sequence[Turn], okeys: Sequence[str], vecs: np.ndarray, *, overwrite: bool = False) -> None:
+        """Store turns (verbatim text, metadata, vectors) in one collection, in pages; ``overwrite``
+        replaces the rows of turns already stored (edits)."""
         metas = []
         for t, okey in zip(turns, okeys, strict=True):
             meta: dict[str, Any] = {"session_id": self.session_id, "role": t.role, "seq": t.seq, "okey": okey}
             meta.update({"timestamp": t.timestamp.isoformat(), "ts": t.timestamp.timestamp()})
+            meta.update({"edited": t.edited.isoformat()} if t.edited is not None else {})
             meta.update({f"m:{k}": v for k, v in t.metadata.items()})
             metas.append(meta)
         for i in range(0, len(turns), PAGE):
             page = turns[i : i + PAGE]
             vectors = np.asarray(vecs[i : i + PAGE], dtype=np.float32)
-            self.call("store turns", col.add, ids=[t.id for t in page], documents=[t.text for t in page], metadatas=metas[i : i + PAGE], embeddings=vectors)
+            fn = col.upsert if overwrite else col.add
+            self.call("store turns", fn, ids=[t.id for t in page], documents=[t.text for t in page], metadatas=metas[i : i + PAGE], embeddings=vectors)
+
+    def overwrite(self, turns: Sequence[Turn], okeys: Sequence[str], vecs: Sequence[np.ndarray]) -> list[dict[str, list[Any]]]:
+        """Replace stored turns in every collection (the primary first), all or nothing: the rows as
+        they were are read first, written back if a write fails, and returned (for :meth:`restore`)."""
+        ids = [t.id for t in turns]
+        saved = [self.rows(col, ids=ids, include=("documents", "metadatas", "embeddings")) for col in self.collections]
+        written: list[Any] = []
+        try:
+            for col, v in zip(self.collections, vecs, strict=True):
+                written.append(col)
+                self.write(col, turns, okeys, v, overwrite=True)
+        except StoreError:
+            self.restore(saved, written)
+            raise
+        return saved
+
+    def restore(self, saved: Sequence[Mapping[str, list[Any]]], cols: Sequence[Any] | None = None) -> None:
+        """Write back rows :meth:`overwrite` saved; a failure is logged (on the next open the
+        secondary collections are repaired to the primary's text)."""
+        for col, rows in zip(cols if cols is not None else self.collections, saved, strict=False):
+            try:
+                for i in range(0, len(rows["ids"]), PAGE):
+                    page = {k: v[i : i + PAGE] for k, v in rows.items()}
+                    col.upsert(ids=page["ids"], documents=page["documents"], metadatas=page["metadatas"], embeddings=page["embeddings"])
+            except Exception:
+                log.warning("meve: could not restore the turns of a failed edit in %s; it is repaired when the session is next opened", col.name)
 
     def delete(self, col: Any, ids: Sequence[str]) -> None:
         """Delete rows by id, in pages."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -13,9 +13,9 @@ from meve.core.records import check_metadata, check_text
 from meve.memory.records import ROLES, Turn
 from meve.memory.session import parse_timestamp
 
-__all__ = ["TurnRules", "new_turn", "resolve_items", "timestamp_of"]
+__all__ = ["Resolved", "TurnRules", "edited_turn", "new_turn", "resolve_items", "timestamp_of"]
 
-_RESERVED = ("session_id", "role", "seq", "okey", "timestamp", "ts", "turn_id")
+_RESERVED = ("session_id", "role", "seq", "okey", "timestamp", "ts", "turn_id", "edited")
 _ITEM_KEYS = ("text", "role", "turn_id", "timestamp", "metadata")
 
 
@@ -73,31 +73,72 @@ def timestamp_of(rules: TurnRules, given: Any, last: datetime | None) -> datetim
     return ts
 
 
-def resolve_items(items: list[Any], stored: Callable[[str], Turn | None], rules: TurnRules, last: datetime | None, seq: int) -> tuple[list[Turn], list[Turn]]:
-    """(every item's turn, the new ones): a turn_id already stored (``stored``) or earlier in the
-    batch with the same role and text is that turn; with another text it is refused."""
+@dataclass(frozen=True)
+class Resolved:
+    """A batch checked against what is stored: every item's turn, in order; the new turns; and the
+    edits, each (the stored turn, the turn that supersedes it)."""
+
+    turns: list[Turn]
+    fresh: list[Turn]
+    edits: list[tuple[Turn, Turn]]
+
+
+def resolve_items(
+    items: list[Any], stored: Callable[[str], Turn | None], rules: TurnRules, last: datetime | None, seq: int, *, supersede: bool = False
+) -> Resolved:
+    """Each item's turn: a turn_id already stored (``stored``) or earlier in the batch with the
+    same role and text is that turn. With another role or text it is refused, or, with
+    ``supersede``, an edit (:func:`edited_turn`)."""
     result: list[Turn] = []
     batch: dict[str, Turn] = {}
+    edits: dict[str, tuple[Turn, Turn]] = {}
     for i, item in enumerate(items):
-        spec = {"text": item} if isinstance(item, str) else item
-        if not isinstance(spec, Mapping):
-            raise InputError(f"items[{i}] is {type(item).__name__}; expected a str or a dict with 'text'")
-        unknown = set(spec) - set(_ITEM_KEYS)
-        if unknown:
-            raise InputError(f"items[{i}] has unknown keys {sorted(unknown)}; allowed: {', '.join(_ITEM_KEYS)}")
+        spec = _spec(item, i)
         tid = spec.get("turn_id")
-        existing = (batch.get(tid) or stored(tid)) if isinstance(tid, str) else None
-        if existing is not None:
-            given = (spec.get("text"), spec.get("role", "user"))
-            if given != (existing.text, existing.role):
-                raise InputError(
-                    f"turn_id={tid!r} is already stored as {existing.role}: {existing.text[:60]!r}, and items[{i}] gives "
-                    f"{given[1]}: {str(given[0])[:60]!r}; stored turns are never overwritten, so give the new turn its own turn_id"
-                )
-            result.append(existing)
-            continue
-        turn = new_turn(spec, rules, last, seq)
-        last, seq = turn.timestamp, seq + 1
-        batch[turn.id] = turn
+        existing = (batch.get(tid) or (edits[tid][1] if tid in edits else None) or stored(tid)) if isinstance(tid, str) else None
+        if existing is None:
+            turn = new_turn(spec, rules, last, seq)
+            last, seq = turn.timestamp, seq + 1
+            batch[turn.id] = turn
+        elif (spec.get("text"), spec.get("role", "user")) == (existing.text, existing.role):
+            turn = existing
+        elif not supersede:
+            raise InputError(
+                f"turn_id={tid!r} is already stored as {existing.role}: {existing.text[:60]!r}, and items[{i}] gives "
+                f"{spec.get('role', 'user')}: {str(spec.get('text'))[:60]!r}; stored turns are never overwritten unless "
+                "supersede=True, so give the new turn its own turn_id"
+            )
+        elif existing.id in batch:  # new in this very batch: its later text is the one stored, as a new turn
+            turn = batch[existing.id] = replace(edited_turn(spec, existing, rules), edited=None)
+        else:  # several edits of one turn in a batch: the last one wins, the turn as stored is kept for the trace
+            turn = edited_turn(spec, existing, rules)
+            edits[existing.id] = (edits.get(existing.id, (existing, turn))[0], turn)
         result.append(turn)
-    return result, list(batch.values())
+    final = {**batch, **{tid: new for tid, (_, new) in edits.items()}}
+    return Resolved([final.get(t.id, t) for t in result], list(batch.values()), list(edits.values()))
+
+
+def edited_turn(spec: Mapping[str, Any], stored: Turn, rules: TurnRules) -> Turn:
+    """The turn that supersedes ``stored`` (an edited or regenerated message: the same id, new text):
+    the new role, text and metadata, validated as a new turn's are; the stored turn's time, seq and
+    place in the conversation (a timestamp given with an edit must be the stored one); ``edited``
+    the clock's now."""
+    given = spec.get("timestamp")
+    if given is not None and parse_timestamp(given) != stored.timestamp:
+        raise InputError(
+            f"turn_id={stored.id!r} is an edit of a turn stored at {stored.timestamp.isoformat()}, but timestamp={given!r} was given; "
+            "an edit keeps the turn's place in the conversation, so give no timestamp (or the stored one)"
+        )
+    checked = new_turn({**spec, "timestamp": None}, rules, None, stored.seq)  # its timestamp is the clock's now
+    metadata = checked.metadata if spec.get("metadata") is not None else stored.metadata
+    return replace(stored, role=checked.role, text=checked.text, metadata=metadata, edited=checked.timestamp)
+
+
+def _spec(item: Any, i: int) -> Mapping[str, Any]:
+    spec = {"text": item} if isinstance(item, str) else item
+    if not isinstance(spec, Mapping):
+        raise InputError(f"items[{i}] is {type(item).__name__}; expected a str or a dict with 'text'")
+    unknown = set(spec) - set(_ITEM_KEYS)
+    if unknown:
+        raise InputError(f"items[{i}] has unknown keys {sorted(unknown)}; allowed: {', '.join(_ITEM_KEYS)}")
+    return spec

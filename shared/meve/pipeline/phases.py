@@ -28,6 +28,7 @@ __all__ = [
     "pack_budget",
     "pack_context",
     "pad",
+    "rankable",
     "unit_rows",
     "verify",
     "verify_query",
@@ -43,20 +44,28 @@ class PhaseOutput:
     info: Mapping[str, Any] = field(default_factory=dict)
 
 
+def rankable(values: Any) -> np.ndarray:
+    """``values`` as float64 with NaN as -inf: a score that is not a number ranks lowest
+    (``np.argmax`` and ``max`` would pick or keep a NaN, and every comparison with it is False)."""
+    arr = np.asarray(values, dtype=np.float64)
+    return np.where(np.isnan(arr), -np.inf, arr)
+
+
 def head_threshold(scores: Sequence[float], cut: str, ratio: float) -> tuple[float, str] | None:
     """The lowest score still in the head of one query's score distribution, and the rule's words.
 
     ``"gap"``: everything above the largest drop between consecutive sorted scores (Adaptive-k,
     Taguchi et al. 2025). ``"ratio"``: every score >= ``ratio`` x the best. ``"none"``: no head cut.
+    A NaN score is no evidence of anything: the head is drawn over the others.
     """
-    ordered = sorted((float(s) for s in scores), reverse=True)
+    ordered = sorted((float(s) for s in scores if not np.isnan(s)), reverse=True)
     if cut == "none" or len(ordered) < 2:
         return None
     if cut == "ratio":
         return ordered[0] * ratio, f"< {ratio} x best {ordered[0]:.3f}"
     if cut == "gap":
         gaps = [ordered[i] - ordered[i + 1] for i in range(len(ordered) - 1)]
-        i = int(np.argmax(gaps))
+        i = int(np.argmax(rankable(gaps)))
         return ordered[i], f"below the largest score gap ({ordered[i]:.3f} -> {ordered[i + 1]:.3f})"
     raise ValueError(f"cut={cut!r}: expected 'none', 'gap' or 'ratio'")
 
@@ -64,14 +73,16 @@ def head_threshold(scores: Sequence[float], cut: str, ratio: float) -> tuple[flo
 def verify(candidates: Sequence[Passage], scores: Sequence[float], tau: float, *, cut: str = "none", cut_ratio: float = 0.5) -> PhaseOutput:
     """Phase 2: keep candidates whose verifier score is >= tau and, with an adaptive ``cut``, in the
     head of this query's scores (:func:`head_threshold`); best first (stable on ties).
-    ``info["cut"]`` lists the ids that passed tau but fell outside the head."""
+    ``info["cut"]`` lists the ids that passed tau but fell outside the head. A NaN score ranks
+    lowest: that candidate is dropped, saying so, and the head is drawn over the others."""
     if len(scores) != len(candidates):
         raise ValueError(f"verify got {len(scores)} scores for {len(candidates)} candidates")
     scored = [c.with_(relevance=float(s)) for c, s in zip(candidates, scores, strict=True)]
     head = head_threshold(scores, cut, cut_ratio)
     floor, why = head if head is not None else (-np.inf, "")
     kept = sorted((c.with_(source="verified") for c in scored if c.score >= tau and c.score >= floor), key=lambda c: -c.score)
-    dropped = [Dropped(c.id, f"relevance {c.score:.3f} < tau {tau}", c.score) for c in scored if c.score < tau]
+    dropped = [Dropped(c.id, "relevance is NaN: the scorer gave no number, so it ranks lowest", c.score) for c in scored if np.isnan(c.score)]
+    dropped += [Dropped(c.id, f"relevance {c.score:.3f} < tau {tau}", c.score) for c in scored if c.score < tau]
     outside = [c for c in scored if tau <= c.score < floor]
     dropped += [Dropped(c.id, f"relevance {c.score:.3f} outside the head: {why}", c.score) for c in outside]
     info: dict[str, Any] = {"cut": [c.id for c in outside]}
@@ -208,7 +219,7 @@ def pad(out: PhaseOutput, candidates: Sequence[Passage], scores: Mapping[str, fl
     if missing <= 0:
         return out
     present = {p.id for p in out.kept}
-    rest = sorted((c for c in candidates if c.id not in present and c.id in scores), key=lambda c: -scores[c.id])[:missing]
+    rest = sorted((c for c in candidates if c.id not in present and c.id in scores), key=lambda c: -float(rankable(scores[c.id])))[:missing]
     added = tuple(c.with_(relevance=scores[c.id], source="padded") for c in rest)
     dropped = tuple(d for d in out.dropped if d.id not in {c.id for c in added})
     return PhaseOutput(out.kept + added, dropped, {**out.info, "padded": [c.id for c in added]})
@@ -248,14 +259,15 @@ def novelty_select(candidates: Sequence[Passage], lam: float, theta: float) -> P
     if not candidates:
         return PhaseOutput(())
     vecs = unit_rows(np.stack([_embedding(c) for c in candidates]))
-    rel = np.array([c.score for c in candidates], dtype=np.float64)
+    rel = rankable([c.score for c in candidates])
     remaining = list(range(len(candidates)))
     chosen: list[int] = []
     dropped: list[Dropped] = []
     max_sim = np.zeros(len(candidates), dtype=np.float64)
     while remaining:
-        gains = lam * rel[remaining] - (1.0 - lam) * max_sim[remaining]
-        pick = remaining.pop(int(np.argmax(gains)))
+        with np.errstate(invalid="ignore"):  # lam=0 makes 0 x -inf (a NaN relevance) a NaN gain: rankable puts it last
+            gains = lam * rel[remaining] - (1.0 - lam) * max_sim[remaining]
+        pick = remaining.pop(int(np.argmax(rankable(gains))))
         if chosen and max_sim[pick] > theta:
             dropped.append(Dropped(candidates[pick].id, f"adds no novelty (cos {max_sim[pick]:.3f} > {theta} to the selection)", float(max_sim[pick])))
             continue

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from meve.core.records import Dropped, Passage
-from meve.pipeline.phases import PhaseOutput
+from meve.pipeline.phases import PhaseOutput, rankable
 
 __all__ = ["ANAPHOR", "GAP_MARK", "prune_sentences"]
 
@@ -49,7 +49,7 @@ def prune_sentences(
         if len(sp) != len(sc):
             raise ValueError(f"passage {cand.id!r}: {len(sc)} scores for {len(sp)} sentences")
         n_in += len(sp)
-        best = max(sc, default=0.0)
+        best = float(rankable(sc).max(initial=-np.inf)) if len(sc) else 0.0  # a NaN sentence score ranks lowest
         if len(sp) > 1 and best < gate:
             below_gate.append(cand.id)
         if len(sp) <= 1 or best < gate:
@@ -76,8 +76,9 @@ def prune_sentences(
 
 def _kept_sentences(text: str, sp: Sequence[tuple[int, int]], sc: Sequence[float] | np.ndarray, ratio: float) -> tuple[set[int], int]:
     """Indices of the sentences to keep, and how many of them were added only as context for an anaphor."""
-    best = max(sc)
-    keep = {i for i, s in enumerate(sc) if s >= ratio * best} | {int(np.argmax(sc))}
+    ranked = rankable(sc)  # NaN ranks lowest: np.argmax would pick it, and it would be the passage's best
+    best = float(ranked.max())
+    keep = {i for i, s in enumerate(ranked) if s >= ratio * best} | {int(np.argmax(ranked))}
     added = 0
     for i in sorted(keep):
         j = i

@@ -152,7 +152,7 @@ def fallback_step(q: Query, verified: tuple[Passage, ...]) -> Step:
     # context. Candidates the adaptive cut left outside the head were judged too: the fallback is
     # for what retrieval missed, so it does not bring them back.
     outside = {pid: q.scores[pid] for pid in q.cut}
-    rejected = {pid: s for pid, s in q.scores.items() if s < cfg.fallback_tau}
+    rejected = {pid: s for pid, s in q.scores.items() if not s >= cfg.fallback_tau}  # a NaN score too: it ranks lowest
     found = q.lexical(q.text, cfg.fallback_k + len(q.candidates))
     out = fallback(verified, found, cfg.n_min, cfg.fallback_k, min_bm25=cfg.fallback_min_bm25, rejected=rejected, outside=outside)
     out, scored = _judge_fallback(q, out)
@@ -172,7 +172,7 @@ def _judge_fallback(q: Query, out: PhaseOutput) -> tuple[PhaseOutput, int]:
             return out, 0
         return PhaseOutput(tuple(cosine_to(p, q.vec) if p.source == "fallback" else p for p in out.kept), out.dropped, out.info), 0
     rel, scored = _score(q, q.scoring().scorer, added)
-    low = {p.id: r for p, r in zip(added, rel, strict=True) if r < cfg.fallback_tau}
+    low = {p.id: r for p, r in zip(added, rel, strict=True) if not r >= cfg.fallback_tau}  # NaN included
     rescored = {p.id: p.with_(relevance=r) for p, r in zip(added, rel, strict=True)}
     kept = tuple(rescored.get(p.id, p) for p in out.kept if p.id not in low)
     drops = out.dropped + tuple(Dropped(pid, f"rejected by the verifier (relevance {r:.3f} < fallback_tau {cfg.fallback_tau})", r) for pid, r in low.items())

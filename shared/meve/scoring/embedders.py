@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.errors import ConfigError
+from meve.core.errors import ConfigError, StoreError
 from meve.scoring.devices import check_device, resolve_device
 from meve.scoring.protocols import Embedder
 from meve.scoring.registry import INSTALL_HINT, default_model_path, registry
 
-__all__ = ["CachedEmbedder", "SentenceTransformerEmbedder", "default_embedder", "embedder_dimension"]
+__all__ = ["CachedEmbedder", "SentenceTransformerEmbedder", "default_embedder", "embedder_dimension", "encode_checked"]
 
 
 class SentenceTransformerEmbedder:
@@ -148,3 +148,13 @@ def embedder_dimension(embedder: Embedder) -> int:
     if isinstance(dim, int):
         return dim
     return int(embedder.encode(["dimension probe"]).shape[1])
+
+
+def encode_checked(embedders: Sequence[Embedder], texts: Sequence[str], dims: Sequence[int]) -> list[np.ndarray]:
+    """Each embedder's float32 vectors of ``texts``; a StoreError, before anything is stored, when
+    one returns another length than ``dims`` gives (that of the collection it writes to)."""
+    vecs = [np.asarray(e.encode(list(texts)), dtype=np.float32) for e in embedders]
+    for v, dim, e in zip(vecs, dims, embedders, strict=True):
+        if v.shape[1] != dim:
+            raise StoreError(f"embedder {e.name!r} returned dimension {v.shape[1]}, expected {dim}")
+    return vecs

@@ -7,6 +7,7 @@ Phases never ask which scorer they hold: a MeVe resolves its ``scorer=`` once, h
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -99,13 +100,17 @@ class Models:
         self._store = store
         self._scoring: Scoring | None = None
         self._token_dir: Path | None = None
+        # Threads share a component: without the lock two first calls could each build a scorer
+        # (two models, two token stores), and one of them would be lost.
+        self._lock = threading.RLock()
 
     def keep_tokens_in(self, directory: Path | None) -> None:
         """Where the default verifier keeps its token vectors (a
         :class:`~meve.scoring.token_store.TokenStore`), attached when the scorer is resolved."""
-        self._token_dir = directory
-        if directory is not None and self._scoring is not None:
-            self._attach(self._scoring)
+        with self._lock:
+            self._token_dir = directory
+            if directory is not None and self._scoring is not None:
+                self._attach(self._scoring)
 
     def _attach(self, scoring: Scoring) -> None:
         if self._token_dir is not None and isinstance(scoring.scorer, LateInteractionScorer):
@@ -115,16 +120,21 @@ class Models:
     def embedder(self) -> Embedder:
         """The embedder given, else meve's default (loaded on first use)."""
         if self._embedder is None:
-            self._embedder = default_embedder()
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = default_embedder()
         return self._embedder
 
     @property
     def scoring(self) -> Scoring:
-        """The resolved scoring (resolved once)."""
+        """The resolved scoring (resolved once, whichever thread asks first)."""
         if self._scoring is None:
-            resolve = store_scoring if self._store else make_scoring
-            self._scoring = resolve(self._spec, self.embedder)
-            self._attach(self._scoring)
+            with self._lock:
+                if self._scoring is None:
+                    resolve = store_scoring if self._store else make_scoring
+                    scoring = resolve(self._spec, self.embedder)
+                    self._attach(scoring)
+                    self._scoring = scoring  # published only once attached
         return self._scoring
 
     @property
