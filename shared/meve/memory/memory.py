@@ -7,10 +7,9 @@ most recent turn(s), then past turns by hybrid BM25 + vector score, cut to ``l_m
 priority, sorted by time. Chroma is the single source of truth: BM25 statistics and the turn list
 (:mod:`meve.memory.log`) are rebuilt from it on open and updated per turn. Several processes may
 write one session: turns are ordered by (timestamp, a key unique across processes), and each
-read first learns what other writers added, through a per-session "heads" collection (one row
-per writing handle, bumped after each acknowledged batch; deletions bump an epoch), so the
-common check reads a handful of rows instead of counting every turn (~6 ms at 100k). Threads are
-safe, and no lock is held across a model or network call.
+read first learns what other writers added from a per-session "heads" collection (one row per
+writing handle, bumped per acknowledged batch; deletions bump an epoch): a handful of rows, not a
+count of every turn (~6 ms at 100k). Threads are safe; no lock is held across a model call.
 """
 
 from __future__ import annotations
@@ -325,11 +324,10 @@ class MomentaryMemory:
     ) -> MemoryContext:
         """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig).
 
-        ``l_max`` bounds the tokens of ``context.text``, the rendered ``role: text`` lines and
-        their separators. Turns whose role is in ``keep_roles`` (e.g. ``("system",)``) are kept
-        after the most recent turns, oldest first, and count against ``l_max`` like the others;
-        turns whose role is in ``skip_roles`` are never chosen (the chat policy passes system
-        turns through outside ``l_max``).
+        ``l_max`` bounds the tokens of ``context.text`` (its rendered lines and separators). Turns
+        whose role is in ``keep_roles`` (e.g. ``("system",)``) are kept after the most recent turns,
+        oldest first, within ``l_max``; ``skip_roles`` are never chosen (the chat policy passes
+        system turns through outside ``l_max``).
         """
         for name, roles in (("keep_roles", keep_roles), ("skip_roles", skip_roles)):
             if isinstance(roles, str) or any(r not in ROLES for r in roles):
