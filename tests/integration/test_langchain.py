@@ -220,6 +220,22 @@ def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
     assert len(few) == 2 and all(d.metadata["meve_source"] == "fallback" for d in few)
 
 
+def test_the_budget_counts_what_a_stuff_chain_sends_page_content_only(minilm):
+    # A pin for docs/langchain.md: LangChain's stuff-documents chains send each Document through
+    # "{page_content}" joined by a blank line, so the metadata is not sent and meve does not count it.
+    from langchain_classic.chains.combine_documents.base import DEFAULT_DOCUMENT_PROMPT, DEFAULT_DOCUMENT_SEPARATOR
+    from langchain_core.prompts import format_document
+
+    from meve.core.tokens import get_token_counter
+
+    docs = [Document(page_content=p["text"], id=p["id"], metadata={"source": f"/srv/library/bicycle-history/{p['id']}.txt"}) for p in demo_corpus()["passages"]]
+    out = MeVeCompressor(embedder=minilm, scorer=CosineScorer(minilm), tau=0.0, cut="none", t_max=120).compress_documents(docs, "pneumatic tyres")
+    sent = [format_document(d, DEFAULT_DOCUMENT_PROMPT) for d in out]
+    counter = get_token_counter()
+    assert len(out) > 1 and counter.count(DEFAULT_DOCUMENT_SEPARATOR.join(sent)) <= 120
+    assert [d.metadata["meve_tokens"] for d in out] == [counter.count(t) for t in sent]
+
+
 def test_compressor_marks_what_query_coverage_adds(minilm):
     docs = [Document(page_content=p["text"], id=p["id"]) for p in demo_corpus()["passages"]]
     q = "Who built the draisine and who developed the pneumatic tyre?"
