@@ -306,6 +306,8 @@ def test_files_with_the_same_name_in_two_folders_keep_their_own_chunks(tmp_path,
     a, b = tmp_path / "a" / "notes.txt", tmp_path / "b" / "notes.txt"
     a.write_text("Chain lubrication keeps the drivetrain quiet.")
     b.write_text("Sourdough rises thanks to wild yeast.")
+    assert main(["index", str(a), str(tmp_path / "b" / ".." / "a" / "notes.txt"), "--db", str(db)]) == 2
+    assert "given more than once" in _err(capsys) and not db.exists()
     assert main(["index", str(a), str(b), "--db", str(db)]) == 0, _err(capsys)
     c = tmp_path / "c"
     c.mkdir()
