@@ -78,7 +78,7 @@ class MeVeRetriever(BaseRetriever):
         def search(vector: Any, k: int) -> list[tuple[str, str, dict[str, Any]]]:
             hits = index.as_retriever(similarity_top_k=k).retrieve(QueryBundle(query_str="", embedding=[float(x) for x in vector]))
             for h in hits:
-                self._nodes.setdefault(h.node.node_id, h.node)  # a node added to the index after this retriever was built
+                self._nodes[h.node.node_id] = h.node  # added, or inserted again, after this retriever was built: the index's node now
             return [(h.node.node_id, llm_text(h.node), dict(h.node.metadata)) for h in hits]
 
         store = ForeignStore(

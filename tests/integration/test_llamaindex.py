@@ -398,3 +398,16 @@ def test_a_pruned_node_is_sent_as_the_text_meve_scored_and_counted(minilm):
     assert got.node.metadata["meve_tokens"] == get_token_counter().count(sent)
     assert got.node.metadata["file_path"] == "/srv/library/paris/landmarks.txt"  # still there for the application
     assert node.get_content() == text and node.excluded_llm_metadata_keys == []  # the input node is untouched
+
+
+def test_meve_retriever_returns_the_new_text_of_a_node_inserted_again(minilm):
+    # Issue 52 (read in code): the store wrapper and the retriever kept the first text and node seen under an id.
+    nodes = [TextNode(text=p["text"], id_=p["id"]) for p in PASSAGES]
+    index = VectorStoreIndex(nodes, embed_model=MeVeEmbedding(minilm))
+    r = MeVeRetriever(index, config=MeVeConfig(k_init=6), scorer=CosineScorer(minilm))
+    question = "Who developed the pneumatic tyre?"
+    assert "dunlop" in [n.node.node_id for n in r.retrieve(question)]
+    newer = "John Boyd Dunlop developed the first practical pneumatic tyre in 1888, for his son's tricycle in Belfast."
+    index.insert_nodes([TextNode(text=newer, id_="dunlop")])  # the same id: the index replaces the node
+    got = {n.node.node_id: n.node.get_content() for n in r.retrieve(question)}
+    assert got["dunlop"] == newer
