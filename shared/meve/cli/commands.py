@@ -69,15 +69,19 @@ def _chunk_id(prefix: str, j: int, text: str, meta: dict[str, Any]) -> str:
 
 
 def _chunks(records: list[tuple[str, str, dict[str, Any]]], chunk_tokens: int, counter: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    """(id, text, metadata) of every chunk of ``records``."""
+    """(id, text, metadata) of every chunk of ``records``; an id that comes twice (a JSON file
+    holding one record twice) is refused."""
     from meve.core.text import chunk_text
 
-    out = []
+    out: dict[str, tuple[str, str, dict[str, Any]]] = {}
     for prefix, text, meta in records:
         for j, chunk in enumerate(chunk_text(text, chunk_tokens, counter)):
             chunk_meta = {**meta, "chunk": j}
-            out.append((_chunk_id(prefix, j, chunk, chunk_meta), chunk, chunk_meta))
-    return out
+            pid = _chunk_id(prefix, j, chunk, chunk_meta)
+            if pid in out:
+                raise MeVeError(f"chunk id {pid!r} comes twice from the given files; give each record its own 'id'")
+            out[pid] = (pid, chunk, chunk_meta)
+    return list(out.values())
 
 
 def _plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources: list[str], replace: bool, name: str) -> tuple[list[int], list[str]]:
@@ -121,11 +125,6 @@ def cmd_index(args: argparse.Namespace) -> int:
     chunks = _chunks([rec for recs in records for rec in recs], args.chunk_tokens, get_token_counter())
     if not chunks:
         raise MeVeError("no text found in the given files")
-    seen: set[str] = set()
-    for pid, _, _ in chunks:
-        if pid in seen:  # a JSON file holding one id twice with the same text
-            raise MeVeError(f"chunk id {pid!r} comes twice from the given files; give each record its own 'id'")
-        seen.add(pid)
     client = chroma_client(args.db)
     add: list[int] = list(range(len(chunks)))
     delete: list[str] = []
