@@ -41,8 +41,13 @@ def _docs(result: ContextResult) -> list[Document]:
     return [Document(page_content=p.text, metadata=passage_metadata(result, p, p.metadata), id=p.id) for p in result.documents]
 
 
+def _given_id(doc: Document) -> str | None:
+    given = doc.id or doc.metadata.get("id")
+    return str(given) if given else None
+
+
 def _doc_id(doc: Document, fallback: int | str) -> str:
-    return str(doc.id or doc.metadata.get("id") or fallback)
+    return _given_id(doc) or str(fallback)
 
 
 class MeVeRetriever(BaseRetriever):
@@ -92,21 +97,23 @@ class MeVeRetriever(BaseRetriever):
         bm25_backend: str | None = None,
     ) -> MeVeRetriever:
         """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
-        (with ``id`` or ``metadata['id']``) feed the BM25 fallback."""
+        feed the BM25 fallback. A document's id is its ``id`` or ``metadata['id']``; one with
+        neither gets a content id (``text-<sha256>``), and a hit the store names differently (or not
+        at all) is matched to a document by its text, so both sides return one passage once."""
         check_k(k)
         embeddings = getattr(vectorstore, "embeddings", None)
         if embeddings is None:
             raise TypeError(f"{type(vectorstore).__name__} exposes no .embeddings; MeVe needs them for the query and redundancy checks")
 
-        def search(vector: Any, n: int) -> list[tuple[str, str, dict[str, Any]]]:
+        def search(vector: Any, n: int) -> list[tuple[str | None, str, dict[str, Any]]]:
             hits = vectorstore.similarity_search_by_vector([float(x) for x in vector], k=n)
-            return [(_doc_id(d, ""), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for d in hits]
+            return [(_given_id(d), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for d in hits]
 
         def add(ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Any]) -> None:
             docs = [Document(page_content=t, metadata=dict(m or {}), id=i) for i, t, m in zip(ids, texts, metadatas, strict=True)]
             vectorstore.add_documents(docs, ids=list(ids))
 
-        rows = [(_doc_id(d, i), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for i, d in enumerate(documents)]
+        rows = [(_given_id(d), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for d in documents]
         store = ForeignStore(
             name=type(embeddings).__name__, search=search, embed_texts=embeddings.embed_documents, embed_query=embeddings.embed_query, rows=rows, add=add
         )

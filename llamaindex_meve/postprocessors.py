@@ -1,6 +1,7 @@
 """LlamaIndex node postprocessors: each MeVe phase alone, and all of them in one.
 
-Each runs :func:`meve.integration.run_on_texts` (all phases, or one alone) and converts the
+Each runs :func:`meve.integration.run_on_texts` (all phases, or one alone) over each node as the
+LLM is sent it (:func:`llm_text`: the text with its LLM-visible metadata) and converts the
 result back: kept nodes are shallow copies whose metadata gains ``meve_*`` keys, hidden from the
 LLM and the embedder via the excluded-keys lists. The input nodes are never mutated.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
@@ -24,15 +25,30 @@ from meve.integration import Models, config_from, config_named, passage_metadata
 _DEFAULTS = MeVeConfig()
 
 
+def llm_text(node: BaseNode) -> str:
+    """The node as LlamaIndex's response synthesizers send it to the LLM: its text with the
+    metadata not in ``excluded_llm_metadata_keys`` (e.g. ``file_path: ...``). meve scores, prunes
+    and counts this text, so ``t_max`` bounds what the LLM is sent."""
+    return node.get_content(metadata_mode=MetadataMode.LLM)
+
+
+def _with(keys: list[str], more: Any) -> list[str]:
+    return [*keys, *[k for k in more if k not in keys]]
+
+
 def annotate(nws: NodeWithScore, meta: dict[str, Any], score: float | None, pruned: Passage | None = None) -> NodeWithScore:
     """A new NodeWithScore over a shallow copy of the node with meve metadata (input untouched).
-    ``pruned``: a passage whose sentences were pruned; the copy gets its text."""
+    ``pruned``: a passage whose sentences were pruned; the copy gets its text. That text was cut
+    from :func:`llm_text` (metadata lines included where pruning kept them), so the copy's own
+    metadata is hidden from the LLM: it is sent the pruned text alone, as meve counted it."""
     node = nws.node.model_copy()
+    hidden = list(meta)
     if pruned is not None and pruned.spans is not None:
         node.set_content(pruned.text)
+        hidden += list(nws.node.metadata)
     node.metadata = {**nws.node.metadata, **meta}
-    node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, *[k for k in meta if k not in node.excluded_llm_metadata_keys]]
-    node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys, *[k for k in meta if k not in node.excluded_embed_metadata_keys]]
+    node.excluded_llm_metadata_keys = _with(node.excluded_llm_metadata_keys, hidden)
+    node.excluded_embed_metadata_keys = _with(node.excluded_embed_metadata_keys, meta)
     return NodeWithScore(node=node, score=score)
 
 
@@ -88,7 +104,7 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
         query = _query(query_bundle) if self._spec.needs_query else (given or "(no query: this phase does not read one)")
         if not nodes:
             return []
-        texts = [n.node.get_content() for n in nodes]
+        texts = [llm_text(n.node) for n in nodes]
         scores = [n.score for n in nodes]
         result = run_on_texts(
             query, texts, self._config(), self._models, scores=scores, token_counter=self.token_counter, phases=self._spec.phases, on_phase=emit
@@ -131,7 +147,8 @@ class NoveltySelector(_MeVeNodeProcessor):
 
 
 class TokenBudget(_MeVeNodeProcessor):
-    """Greedy packing of nodes, in the given order, into ``t_max`` tokens (meve's token counter)."""
+    """Greedy packing of nodes, in the given order, into ``t_max`` tokens (meve's token counter)
+    of the nodes as the LLM is sent them (:func:`llm_text`), joined by ``separator``."""
 
     t_max: int = _DEFAULTS.t_max
     separator: str = _DEFAULTS.separator

@@ -16,7 +16,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
-from llamaindex_meve.postprocessors import annotate
+from llamaindex_meve.postprocessors import annotate, llm_text
 from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
 from meve.integration import ForeignStore, meve_over, passage_metadata, user_metadata
 
@@ -31,10 +31,15 @@ def _all_nodes(index: Any) -> list[BaseNode]:
     return list(getter(None))
 
 
+def _window(pid: str, text: str, meta: dict[str, Any]) -> TextNode:
+    return TextNode(text=text, id_=pid, metadata=meta, excluded_llm_metadata_keys=list(meta))
+
+
 class MeVeRetriever(BaseRetriever):
     """MeVe over a LlamaIndex ``VectorStoreIndex``: dense retrieval through the index, then verify
-    → BM25 fallback (over every node of the index) → prioritise → prune → budget. ``aretrieve``
-    runs in a worker thread so the loop is not blocked.
+    → BM25 fallback (over every node of the index) → prioritise → prune → budget, each node seen
+    as the LLM is sent it (:func:`~llamaindex_meve.postprocessors.llm_text`, metadata included).
+    ``aretrieve`` runs in a worker thread so the loop is not blocked.
 
     ``embed_model``: the index's embedding model (default: the one the index was built with); it
     embeds the query for the kNN and the candidates for the redundancy checks, so both live in the
@@ -76,15 +81,15 @@ class MeVeRetriever(BaseRetriever):
         def search(vector: Any, k: int) -> list[tuple[str, str, dict[str, Any]]]:
             hits = index.as_retriever(similarity_top_k=k).retrieve(QueryBundle(query_str="", embedding=[float(x) for x in vector]))
             for h in hits:
-                self._nodes.setdefault(h.node.node_id, h.node)  # a node added to the index after this retriever was built
-            return [(h.node.node_id, h.node.get_content(), dict(h.node.metadata)) for h in hits]
+                self._nodes[h.node.node_id] = h.node  # added, or inserted again, after this retriever was built: the index's node now
+            return [(h.node.node_id, llm_text(h.node), dict(h.node.metadata)) for h in hits]
 
         store = ForeignStore(
             name=str(getattr(model, "model_name", None) or type(model).__name__),
             search=search,
             embed_texts=model.get_text_embedding_batch,
             embed_query=model.get_query_embedding,
-            rows=[(n.node_id, n.get_content(), dict(n.metadata)) for n in self._nodes.values()],
+            rows=[(n.node_id, llm_text(n), dict(n.metadata)) for n in self._nodes.values()],
         )
         extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
         self.core = meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra)
@@ -121,8 +126,9 @@ class MeVeRetriever(BaseRetriever):
         out = []
         for p in result.documents:
             # The index's own node where there is one (its type, relationships and metadata kept);
-            # hierarchical windows of a wrapped core are new text nodes.
-            node = self._nodes.get(p.id) or TextNode(text=p.text, id_=p.id, metadata=user_metadata(p.metadata))
+            # hierarchical windows of a wrapped core are new text nodes, their metadata hidden from
+            # the LLM because the budget counted their text alone.
+            node = self._nodes.get(p.id) or _window(p.id, p.text, user_metadata(p.metadata))
             out.append(annotate(NodeWithScore(node=node), passage_metadata(result, p), p.score, p))
         return out or empty_nodes(result, self.on_empty), result
 

@@ -164,14 +164,27 @@ class _FunctionEmbedder:
         return unit_rows(self._fn(list(texts)), np.float32)
 
 
-#: (vector, k) -> the k nearest rows as (id, text, metadata), best first.
-VectorSearch = Callable[[np.ndarray, int], Sequence[tuple[str, str, Mapping[str, Any]]]]
+#: (vector, k) -> the k nearest rows as (id, text, metadata), best first; the id is None or ""
+#: where the framework's store returns none.
+VectorSearch = Callable[[np.ndarray, int], Sequence[tuple[str | None, str, Mapping[str, Any]]]]
+
+
+def _content_id(text: str) -> str:
+    """The id of a passage given without one: a hash of its text, the same in every process, so
+    an id-less hit and the same text given for BM25 are one passage."""
+    return f"text-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
 
 
 class ForeignStore:
     """A :class:`~meve.retrieval.store.PassageStore` over a framework's vector store: the adapter
     says how to search by vector and how to embed (passages and queries apart, for asymmetric
-    models); passage vectors for the redundancy checks are made once per text (cached)."""
+    models); passage vectors for the redundancy checks are made once per text (cached).
+
+    Ids: a row given without one (``rows``) gets a content id (:func:`_content_id`). A hit keeps
+    its id when this store knows it; otherwise it takes the id of a known row with its text (a
+    store that named the rows itself, e.g. uuids for documents added without ids), else its own
+    id, else a content id. So the dense side and BM25 (built from ``rows``) name a passage alike.
+    A hit's text replaces what was known under its id: a document upserted again reads as new."""
 
     def __init__(
         self,
@@ -180,12 +193,27 @@ class ForeignStore:
         search: VectorSearch,
         embed_texts: Callable[[list[str]], Any],
         embed_query: Callable[[str], Any],
-        rows: Iterable[tuple[str, str, Mapping[str, Any]]] = (),
+        rows: Iterable[tuple[str | None, str, Mapping[str, Any]]] = (),
         add: Callable[[Sequence[str], Sequence[str], Sequence[Mapping[str, Any] | None]], None] | None = None,
     ) -> None:
         self._search, self._embed_query, self._add = search, embed_query, add
         self.embedder = CachedEmbedder(_FunctionEmbedder(name, embed_texts))
-        self.rows: dict[str, tuple[str, Mapping[str, Any]]] = {pid: (text, meta) for pid, text, meta in rows}
+        self.rows: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self._by_text: dict[str, str] = {}
+        for pid, text, meta in rows:
+            self._put(pid or _content_id(text), text, meta)
+
+    def _put(self, pid: str, text: str, meta: Mapping[str, Any]) -> None:
+        former = self.rows.get(pid)
+        if former is not None and former[0] != text and self._by_text.get(former[0]) == pid:
+            del self._by_text[former[0]]
+        self.rows[pid] = (text, meta)
+        self._by_text.setdefault(text, pid)
+
+    def _hit_id(self, pid: str | None, text: str) -> str:
+        if pid and pid in self.rows:
+            return pid
+        return self._by_text.get(text) or pid or _content_id(text)
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query through the framework's query side (not cached: each query is new)."""
@@ -199,10 +227,13 @@ class ForeignStore:
 
     def query(self, vector: np.ndarray, k: int) -> list[Passage]:
         """The framework's k nearest, each with its cosine to ``vector``."""
-        hits = list(self._search(vector, k))
-        for pid, text, meta in hits:
-            self.rows.setdefault(pid, (text, meta))  # added to the framework's store after this wrapper was made
-        out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in self._passages([pid for pid, _, _ in hits])]
+        ids: dict[str, None] = {}  # in rank order, each once (two store rows of one text are one passage)
+        for pid, text, meta in self._search(vector, k):
+            hit = self._hit_id(pid, text)
+            if hit not in ids:
+                ids[hit] = None
+                self._put(hit, text, meta)  # new to this wrapper, or upserted again: the store's text now
+        out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in self._passages(list(ids))]
         return sorted(out, key=lambda p: -(p.dense_score or 0.0))
 
     def get(self, ids: Sequence[str]) -> list[Passage]:
@@ -214,7 +245,8 @@ class ForeignStore:
         if self._add is None:
             raise TypeError("add passages through your framework's own index; this store only reads it")
         self._add(ids, texts, metadatas)
-        self.rows.update({i: (t, dict(m or {})) for i, t, m in zip(ids, texts, metadatas, strict=True)})
+        for i, t, m in zip(ids, texts, metadatas, strict=True):
+            self._put(i, t, dict(m or {}))
 
     def documents(self) -> tuple[list[str], list[str]]:
         """Every known passage's id and text."""

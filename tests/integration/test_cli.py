@@ -85,7 +85,13 @@ def test_reindexing_a_changed_file_needs_replace(tmp_path, capsys):
     assert before > 1
     assert main(["index", str(notes), "--db", db]) == 2
     assert "--replace" in _err(capsys)
+    ids = set(_rows(db))
+    assert main(["index", str(notes), "--db", db, "--chunk-tokens", "60", "--replace"]) == 0
+    assert f"indexed 0 chunks from 1 file(s) into {db} (collection 'meve', {before} in all, {before} unchanged)" in capsys.readouterr().out
+    assert set(_rows(db)) == ids  # unchanged chunks keep their rows: nothing re-embedded, nothing deleted
     notes.write_text("Brakes need new pads every season.")
+    assert main(["index", str(notes), "--db", db]) == 2  # a changed file's chunks have new ids, but its source is indexed
+    assert "already in collection 'meve'" in (err := _err(capsys)) and f"{notes.resolve()} ({before} chunks)" in err
     assert main(["index", str(notes), "--db", db, "--replace"]) == 0
     assert f"replacing {before} old chunk(s)" in capsys.readouterr().out
     col = chroma_client(db).get_collection("meve")
@@ -243,3 +249,98 @@ def test_calibrate_writes_a_file_that_query_applies(tmp_path, capsys):
     assert (used["tau"], used["cut"]) == (chosen["tau"], chosen["cut"])
     assert main(["query", "How often should I oil the chain?", "--db", str(db), "--calibration", str(cal), "--tau", "0.9", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["tau"] == 0.9  # a flag given on the command line wins
+
+
+def _rows(db: Path | str) -> dict[str, tuple[str, str]]:
+    """Every chunk in the CLI's collection: id -> (source file, text)."""
+    got = chroma_client(str(db)).get_collection("meve").get(include=["documents", "metadatas"])
+    return {i: (m["source"], d) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
+
+
+def test_replace_adds_the_new_chunks_before_deleting_the_old_even_when_the_bm25_snapshot_lags(tmp_path, capsys):
+    # Issue 52 #3: the BM25 snapshot is saved when the index has grown by 5% since the last one,
+    # so rows added after it (here 2 of 64) are only in the collection. --replace used to delete
+    # the file's chunks, reopen that stale snapshot (which still held their ids), refuse with
+    # "ids already in collection" and leave the file unindexed, on every retry.
+    db = tmp_path / "db"
+    notes, big, extra = tmp_path / "notes.md", tmp_path / "big.md", tmp_path / "extra.md"
+    notes.write_text("Chain lubrication keeps the drivetrain quiet.\n\nTyres last about 5000 km.")
+    big.write_text("\n\n".join(f"Fact {i}: spoke number {i} holds {i * 7} newtons of tension on a wheel." for i in range(60)))
+    extra.write_text("Brake pads wear faster in the rain.\n\nSaddles come in many widths.")
+    assert main(["index", str(notes), str(big), "--db", str(db), "--chunk-tokens", "20"]) == 0
+    assert main(["index", str(extra), "--db", str(db), "--chunk-tokens", "20"]) == 0
+    capsys.readouterr()
+    others = {pid: row for pid, row in _rows(db).items() if row[0] != str(notes.resolve())}
+    notes.write_text("Chain lubrication keeps the drivetrain quiet.\n\nTyres now last about 8000 km.")
+    for _ in range(2):  # a retry must behave the same
+        assert main(["index", str(notes), "--db", str(db), "--chunk-tokens", "20", "--replace"]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        rows = _rows(db)
+        mine = " ".join(text for source, text in rows.values() if source == str(notes.resolve()))
+        assert "8000 km" in mine and "5000" not in mine
+        assert {pid: row for pid, row in rows.items() if row[0] != str(notes.resolve())} == others
+
+
+def test_replace_that_cannot_add_the_new_chunks_deletes_nothing(tmp_path, capsys):
+    # The collection was built by another embedder (e.g. an application sharing --db): the new
+    # chunks cannot go in, so the file's chunks stored there must stay (they used to be deleted first).
+    import chromadb
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("Chain lubrication keeps the drivetrain quiet.")
+    db = tmp_path / "db"
+    theirs = chroma_client(str(db)).create_collection("meve", metadata={"hnsw:space": "cosine", "meve:embedder": "their-model"})
+    theirs.add(ids=["notes#0"], documents=["An older note."], metadatas=[{"source": str(notes.resolve()), "chunk": 0}], embeddings=[[0.1, 0.2, 0.3]])
+    del theirs, chromadb
+    assert main(["index", str(notes), "--db", str(db), "--replace"]) == 2
+    assert "their-model" in _err(capsys)
+    assert _rows(db) == {"notes#0": (str(notes.resolve()), "An older note.")}
+
+
+def test_files_with_the_same_name_in_two_folders_keep_their_own_chunks(tmp_path, capsys):
+    # Issue 52 #6: chunk ids came from the file stem, so a/notes.txt and b/notes.txt clashed, and
+    # the --replace the error suggested deleted the other file's chunks.
+    db = tmp_path / "db"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = tmp_path / "a" / "notes.txt", tmp_path / "b" / "notes.txt"
+    a.write_text("Chain lubrication keeps the drivetrain quiet.")
+    b.write_text("Sourdough rises thanks to wild yeast.")
+    assert main(["index", str(a), str(tmp_path / "b" / ".." / "a" / "notes.txt"), "--db", str(db)]) == 2
+    assert "given more than once" in _err(capsys) and not db.exists()
+    assert main(["index", str(a), str(b), "--db", str(db)]) == 0, _err(capsys)
+    c = tmp_path / "c"
+    c.mkdir()
+    (c / "notes.txt").write_text("A third folder's note about saddles.")
+    assert main(["index", str(c / "notes.txt"), "--db", str(db)]) == 0, _err(capsys)
+    capsys.readouterr()
+    a.write_text("Chain wax keeps the drivetrain clean.")
+    assert main(["index", str(a), "--db", str(db), "--replace"]) == 0, _err(capsys)
+    capsys.readouterr()
+    assert sorted(_rows(db).values()) == sorted(
+        [
+            (str(a.resolve()), "Chain wax keeps the drivetrain clean."),
+            (str(b.resolve()), "Sourdough rises thanks to wild yeast."),
+            (str((c / "notes.txt").resolve()), "A third folder's note about saddles."),
+        ]
+    )
+
+
+def test_replace_deletes_a_corpus_indexed_under_the_former_stem_ids_by_source(tmp_path, capsys):
+    # Before issue 52 chunk ids were "<stem>#<j>"; the rows kept the resolved path as "source",
+    # which --replace deletes by, so such a corpus is refused without --replace and replaced with it.
+    from meve import MeVe
+
+    notes, db = tmp_path / "notes.md", tmp_path / "db"
+    notes.write_text("Brakes need new pads every season.")
+    source = str(notes.resolve())
+    old = ["Chain lubrication keeps the drivetrain quiet.", "Tyres last about 5000 km."]
+    MeVe.from_texts(
+        old, ids=["notes#0", "notes#1"], metadatas=[{"source": source, "chunk": j} for j in range(2)], client=chroma_client(str(db)), collection_name="meve"
+    )
+    assert main(["index", str(notes), "--db", str(db)]) == 2
+    assert f"{source} (2 chunks)" in _err(capsys)
+    assert main(["index", str(notes), "--db", str(db), "--replace"]) == 0
+    assert "replacing 2 old chunk(s)" in capsys.readouterr().out
+    ((pid, row),) = _rows(db).items()
+    assert row == (source, "Brakes need new pads every season.") and pid.startswith("notes.md#0@")

@@ -122,7 +122,7 @@ def test_cli_index_query_and_demo(tmp_path, minilm, capsys):
     assert "indexed 19 chunks from 2 file(s)" in capsys.readouterr().out
     assert main(["query", "Why keep the chain lubricated?", "--db", db, "--json", "--t-max", "80"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["documents"][0]["id"].startswith("notes#")
+    assert out["documents"][0]["id"].startswith("notes.md#")
     assert out["token_count"] <= 80 and [r["phase"] for r in out["trace"]][-1] == "budget"
     assert main(["query", "anything", "--db", db, "--collection", "nope"]) == 2
 

@@ -134,6 +134,72 @@ def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_
     assert default.meve.scorer.encoded_at_query_time > 0  # the store's passages were never through meve's ingestion
 
 
+def _fake_idless_store(embeddings):
+    """A FAKE store, named as one: LangChain's real InMemoryVectorStore whose hits come back
+    without ``Document.id``, as from vector-store integrations that never set it (neither store
+    installed here, InMemoryVectorStore or langchain-chroma, leaves it out)."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    class FakeIdlessVectorStore(InMemoryVectorStore):
+        def similarity_search_by_vector(self, embedding, k=4, **kwargs):
+            return [Document(page_content=d.page_content, metadata=d.metadata) for d in super().similarity_search_by_vector(embedding, k, **kwargs)]
+
+    return FakeIdlessVectorStore(embeddings)
+
+
+def test_from_vectorstore_gives_id_less_hits_content_ids_bm25_shares(minilm):
+    # Issue 52 #5a: every hit without an id got id "", so all dense hits collapsed into one passage
+    # (the first hit's text).
+    from langchain_meve import MeVeEmbeddings
+
+    store = _fake_idless_store(MeVeEmbeddings(minilm))
+    docs = [Document(page_content=t) for t in TEXTS]
+    store.add_documents(docs)
+    r = MeVeRetriever.from_vectorstore(store, docs, scorer=CosineScorer(minilm), config=MeVeConfig(k_init=6, tau=0.2, prioritisation="none"))
+    got = r.invoke("How do pneumatic tyres make cycling more comfortable?", t_max=1000)
+    texts = [d.page_content for d in got]
+    assert len(texts) > 1 and len(set(texts)) == len(texts)
+    assert len(set(r.meve.lexical.ids)) == len(set(TEXTS)) and {d.id for d in got} <= set(r.meve.lexical.ids)  # the ids BM25 holds
+
+
+def test_from_vectorstore_matches_documents_given_without_ids_to_the_stores_own_ids(minilm, chroma_dir):
+    # Issue 52 #5b: documents without ids got BM25 ids "0".."n" while Chroma named the same rows
+    # with uuids, so a passage the dense search and the BM25 fallback both found came back twice.
+    from langchain_chroma import Chroma
+
+    from langchain_meve import MeVeEmbeddings
+
+    docs = [Document(page_content=t) for t in TEXTS]
+    store = Chroma(collection_name="noids", embedding_function=MeVeEmbeddings(minilm), persist_directory=chroma_dir)
+    store.add_documents(docs)  # Chroma gives every row a uuid
+    r = MeVeRetriever.from_vectorstore(store, docs, scorer=CosineScorer(minilm))
+    settings = {"k_init": 4, "tau": 0.0, "n_min": 20, "fallback_k": 10, "fallback_tau": 0.0, "prioritisation": "none", "t_max": 4000}
+    got = r.invoke("pneumatic tyres", **settings)
+    texts = [d.page_content for d in got]
+    assert len(texts) > 1 and len(set(texts)) == len(texts)
+    assert {d.id for d in got} <= set(r.meve.lexical.ids)
+    fallback = r.meve.run("pneumatic tyres", **settings).phase("fallback")
+    assert fallback.info["already_verified"] == [d.id for d in got]  # BM25 found the dense hits, under their ids
+
+
+def test_from_vectorstore_returns_the_new_text_of_a_document_upserted_again(minilm, chroma_dir):
+    # Issue 52 (read in code): the wrapper kept the text it first saw under an id.
+    from langchain_chroma import Chroma
+
+    from langchain_meve import MeVeEmbeddings
+
+    docs = [Document(page_content=p["text"], id=p["id"]) for p in demo_corpus()["passages"]]
+    store = Chroma(collection_name="upserts", embedding_function=MeVeEmbeddings(minilm), persist_directory=chroma_dir)
+    store.add_documents(docs, ids=[d.id for d in docs])
+    r = MeVeRetriever.from_vectorstore(store, docs, scorer=CosineScorer(minilm))
+    question = "Who developed the pneumatic tyre?"
+    assert r.invoke(question)[0].id == "dunlop"
+    newer = "John Boyd Dunlop developed the first practical pneumatic tyre in 1888, for his son's tricycle in Belfast."
+    store.add_documents([Document(page_content=newer, id="dunlop")], ids=["dunlop"])  # Chroma upserts
+    got = {d.id: d.page_content for d in r.invoke(question)}
+    assert got["dunlop"] == newer
+
+
 def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from langchain_core.runnables import RunnableLambda
@@ -152,6 +218,22 @@ def test_compressor_in_contextual_compression_retriever_and_lcel(minilm):
     assert [d.metadata for d in docs] == before  # inputs not mutated
     few = MeVeCompressor(embedder=minilm, scorer=CosineScorer(minilm), tau=0.999, n_min=2, fallback_k=2).compress_documents(docs, "tyres")
     assert len(few) == 2 and all(d.metadata["meve_source"] == "fallback" for d in few)
+
+
+def test_the_budget_counts_what_a_stuff_chain_sends_page_content_only(minilm):
+    # A pin for docs/langchain.md: LangChain's stuff-documents chains send each Document through
+    # "{page_content}" joined by a blank line, so the metadata is not sent and meve does not count it.
+    from langchain_classic.chains.combine_documents.base import DEFAULT_DOCUMENT_PROMPT, DEFAULT_DOCUMENT_SEPARATOR
+    from langchain_core.prompts import format_document
+
+    from meve.core.tokens import get_token_counter
+
+    docs = [Document(page_content=p["text"], id=p["id"], metadata={"source": f"/srv/library/bicycle-history/{p['id']}.txt"}) for p in demo_corpus()["passages"]]
+    out = MeVeCompressor(embedder=minilm, scorer=CosineScorer(minilm), tau=0.0, cut="none", t_max=120).compress_documents(docs, "pneumatic tyres")
+    sent = [format_document(d, DEFAULT_DOCUMENT_PROMPT) for d in out]
+    counter = get_token_counter()
+    assert len(out) > 1 and counter.count(DEFAULT_DOCUMENT_SEPARATOR.join(sent)) <= 120
+    assert [d.metadata["meve_tokens"] for d in out] == [counter.count(t) for t in sent]
 
 
 def test_compressor_marks_what_query_coverage_adds(minilm):

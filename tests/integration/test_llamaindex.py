@@ -128,6 +128,9 @@ def test_meve_retriever_over_a_chroma_vector_store_index(chroma_index, minilm):
     ids = [n.node.node_id for n in got]
     assert ids[0] == "dunlop" and "dunlop-dup" not in ids
     assert r.last_result is not None and r.last_result.token_count <= 120
+    # Each node is counted as the LLM is sent it: "title: ..." and its text.
+    sent = [n.node.get_content(metadata_mode="llm") for n in got]
+    assert all(t.startswith("title: ") for t in sent) and [n.node.metadata["meve_tokens"] for n in got] == [r.core.token_counter.count(t) for t in sent]
     fb = MeVeRetriever(chroma_index, config=MeVeConfig(k_init=2, tau=0.95, fallback_tau=0.0), scorer=CosineScorer(minilm)).retrieve("Campagnolo")
     assert "derailleur-history" in [n.node.node_id for n in fb if n.node.metadata["meve_source"] == "fallback"]
 
@@ -154,7 +157,9 @@ def test_meve_retriever_runs_the_core_pipeline_in_the_index_space_and_embeds_eac
     query = "Who developed the pneumatic tyre?"
     counting.texts.clear()
     first = r.retrieve(query)
-    assert first[0].node.node_id == "dunlop" and first[0].node.metadata["title"] == "Pneumatic tyre"  # the index's node, metadata kept
+    # Either of the two Dunlop passages (near-duplicates, one dropped for the other); which one ranks
+    # first moved when the verifier began scoring the text the LLM is sent ("title: ..." included).
+    assert first[0].node.node_id.startswith("dunlop") and first[0].node.metadata["title"] == "Pneumatic tyre"  # the index's node, metadata kept
     retrieve = r.last_result.phase("retrieve")
     assert retrieve.info["store_size"] == len(PASSAGES) and len(retrieve.kept) == 6  # MeVe's own candidate path over the index
     assert counting.texts.count(query) == 1 and len(counting.texts) == 1 + 6  # the query, then each candidate once
@@ -248,6 +253,8 @@ def test_hierarchical_retrieval_through_llamaindex(minilm):
     got = r.retrieve("What does the derailleur do?")
     assert got[0].node.metadata["doc_id"].startswith("derailleur") and got[0].node.metadata["meve_source"] == "verified"
     assert r.last_result is not None and r.last_result.phase("retrieve").info["mode"] == "hierarchical"
+    # A window's metadata (doc_id, title, offsets) stays on the node but is not sent: the budget counted its text.
+    assert [n.node.get_content(metadata_mode="llm") for n in got] == [p.text for p in r.last_result.documents]
 
 
 def test_chat_memory_recalls_a_turn_said_twice_and_can_keep_system_messages_outside(minilm):
@@ -422,3 +429,60 @@ def test_last_result_is_each_threads_and_each_tasks_own(chroma_index, minilm):
 
     assert asyncio.run(two_tasks()) == queries
     assert r.last_result is None  # this thread retrieved nothing itself
+
+
+def _with_paths(passages):
+    # What a SimpleDirectoryReader gives each node: its file's path, which LlamaIndex's response
+    # synthesizers send to the LLM with the text (MetadataMode.LLM).
+    return [
+        NodeWithScore(node=TextNode(text=p["text"], id_=p["id"], metadata={"file_path": f"/srv/library/bicycle-history/chapters/{p['id']}.txt"}), score=0.5)
+        for p in passages
+    ]
+
+
+def test_the_budget_counts_each_node_as_the_llm_is_sent_it_metadata_included(minilm):
+    # Issue 52 #2: t_max counted node.get_content(); the synthesizer sends get_content(MetadataMode.LLM),
+    # so with t_max=60 meve counted 56 tokens while the LLM was sent 176.
+    from llama_index.core.schema import MetadataMode
+
+    from meve.core.tokens import get_token_counter
+
+    counter = get_token_counter()
+    nodes = _with_paths(PASSAGES[:8])
+    q = "How do pneumatic tyres make cycling more comfortable?"
+    for pp in (TokenBudget(t_max=120), MeVePostprocessor(t_max=120, tau=0.0, cut="none", embedder=minilm, scorer=CosineScorer(minilm))):
+        out = pp.postprocess_nodes(nodes, query_str=q)
+        sent = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in out]
+        assert len(out) > 1 and all("file_path: /srv/library" in t for t in sent), sent
+        assert counter.count("\n\n".join(sent)) <= 120  # the synthesizer's context_str for these nodes
+        assert [n.node.metadata["meve_tokens"] for n in out] == [counter.count(t) for t in sent]
+
+
+def test_a_pruned_node_is_sent_as_the_text_meve_scored_and_counted(minilm):
+    from llama_index.core.schema import MetadataMode
+
+    from meve.core.tokens import get_token_counter
+
+    text = "The Louvre is the world's most-visited museum. The Eiffel Tower was completed in March 1889. Bees pollinate many flowering plants."
+    node = TextNode(text=text, id_="n0", metadata={"file_path": "/srv/library/paris/landmarks.txt"})
+    post = MeVePostprocessor(embedder=minilm, prune="scorer", prune_ratio=0.6, n_min=0)
+    (got,) = post.postprocess_nodes([NodeWithScore(node=node, score=0.5)], query_str="When was the Eiffel Tower completed?")
+    sent = got.node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "The Eiffel Tower was completed in March 1889." in sent and "Louvre" not in sent
+    assert sent.count("file_path") <= 1  # pruned out of the text meve saw, or kept once: never added back on top
+    assert got.node.metadata["meve_tokens"] == get_token_counter().count(sent)
+    assert got.node.metadata["file_path"] == "/srv/library/paris/landmarks.txt"  # still there for the application
+    assert node.get_content() == text and node.excluded_llm_metadata_keys == []  # the input node is untouched
+
+
+def test_meve_retriever_returns_the_new_text_of_a_node_inserted_again(minilm):
+    # Issue 52 (read in code): the store wrapper and the retriever kept the first text and node seen under an id.
+    nodes = [TextNode(text=p["text"], id_=p["id"]) for p in PASSAGES]
+    index = VectorStoreIndex(nodes, embed_model=MeVeEmbedding(minilm))
+    r = MeVeRetriever(index, config=MeVeConfig(k_init=6), scorer=CosineScorer(minilm))
+    question = "Who developed the pneumatic tyre?"
+    assert "dunlop" in [n.node.node_id for n in r.retrieve(question)]
+    newer = "John Boyd Dunlop developed the first practical pneumatic tyre in 1888, for his son's tricycle in Belfast."
+    index.insert_nodes([TextNode(text=newer, id_="dunlop")])  # the same id: the index replaces the node
+    got = {n.node.node_id: n.node.get_content() for n in r.retrieve(question)}
+    assert got["dunlop"] == newer

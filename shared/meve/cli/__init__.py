@@ -51,7 +51,7 @@ def _add_retrieval_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, type=checks.path_text, help="Chroma directory (created if missing)")
     p.add_argument("--collection", default=DEFAULT_COLLECTION, type=checks.collection_name)
     p.add_argument("--chunk-tokens", type=checks.integer(8, 100_000, "tokens per chunk"), default=120, help="sentence groups of at most this many tokens")
-    p.add_argument("--replace", action="store_true", help="delete the chunks these files indexed before, then index them again")
+    p.add_argument("--replace", action="store_true", help="index changed files again: new chunks are added, then old ones deleted")
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("query", parents=[common], help="run MeVe on an index and show each phase")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from importlib import resources
@@ -21,7 +22,8 @@ def _console() -> Any:
 
 
 def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
-    """(id prefix, text, metadata) records from txt/md/json/jsonl files."""
+    """(id prefix, text, metadata) records from txt/md/json/jsonl files; the metadata's ``source``
+    is the resolved path, which ``--replace`` deletes by."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     suffix = path.suffix.lower()
     if suffix not in (".txt", ".md", ".markdown", ".rst", ".json", ".jsonl"):
@@ -38,7 +40,7 @@ def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
         raise MeVeError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
     source = str(path.resolve())
     if suffix in (".txt", ".md", ".markdown", ".rst"):
-        return [(path.stem, raw, {"source": source})]
+        return [(path.name, raw, {"source": source})]
     if suffix in (".json", ".jsonl"):
         try:
             items = [json.loads(line) for line in raw.splitlines() if line.strip()] if suffix == ".jsonl" else json.loads(raw)
@@ -48,60 +50,103 @@ def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
             items = items.get("passages") or items.get("documents") or [items]
         for i, item in enumerate(items):
             if isinstance(item, str):
-                out.append((f"{path.stem}-{i}", item, {"source": source}))
+                out.append((f"{path.name}:{i}", item, {"source": source}))
             elif isinstance(item, dict) and isinstance(item.get("text"), str):
                 meta: dict[str, Any] = {k: v for k, v in item.items() if k != "text" and isinstance(v, str | int | float | bool)}
                 meta["source"] = source
-                out.append((str(item.get("id", f"{path.stem}-{i}")), item["text"], meta))
+                out.append((str(item.get("id", f"{path.name}:{i}")), item["text"], meta))
             else:
                 raise MeVeError(f"{path}: item {i} is neither a str nor an object with a 'text' field")
     return out
 
 
-def cmd_index(args: argparse.Namespace) -> int:
-    """`meve index`: chunk files and index them into a persistent Chroma directory."""
+def _chunk_id(prefix: str, j: int, text: str, meta: dict[str, Any]) -> str:
+    """``<prefix>#<j>@<digest>``: the digest covers the file's resolved path (in ``meta``), the
+    record, the chunk's place and its text, so files of the same name in two folders never share
+    an id, and a changed chunk gets a new id: ``--replace`` adds it before deleting the old one."""
+    key = json.dumps([prefix, j, text, meta], sort_keys=True, ensure_ascii=False)
+    return f"{prefix}#{j}@{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
+def _chunks(records: list[tuple[str, str, dict[str, Any]]], chunk_tokens: int, counter: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, text, metadata) of every chunk of ``records``; an id that comes twice (a JSON file
+    holding one record twice) is refused."""
     from meve.core.text import chunk_text
+
+    out: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    for prefix, text, meta in records:
+        for j, chunk in enumerate(chunk_text(text, chunk_tokens, counter)):
+            chunk_meta = {**meta, "chunk": j}
+            pid = _chunk_id(prefix, j, chunk, chunk_meta)
+            if pid in out:
+                raise MeVeError(f"chunk id {pid!r} comes twice from the given files; give each record its own 'id'")
+            out[pid] = (pid, chunk, chunk_meta)
+    return list(out.values())
+
+
+def _plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources: list[str], replace: bool, name: str) -> tuple[list[int], list[str]]:
+    """What ``meve index`` changes in an existing collection: the positions in ``chunks`` to add,
+    and the ids of the files' old chunks to delete after (found by ``source``, so a corpus indexed
+    under the former ``<stem>#<j>`` ids is replaced the same way). A chunk stored unchanged keeps
+    its row. Refuses a file already indexed unless ``replace``, and an id another file holds."""
+    stored = collection.get(where={"source": {"$in": sources}}, include=["metadatas"])
+    old = {pid: str(m["source"]) for pid, m in zip(stored["ids"], stored["metadatas"], strict=True)}
+    if old and not replace:
+        counts: dict[str, int] = {}
+        for source in old.values():
+            counts[source] = counts.get(source, 0) + 1
+        named = ", ".join(f"{s} ({n} chunks)" for s, n in sorted(counts.items()))
+        raise MeVeError(
+            f"already in collection {name!r}: {named}; to index changed files again add --replace "
+            "(their new chunks are added first, then their old ones deleted)"
+        )
+    new_ids = [pid for pid, _, _ in chunks]
+    elsewhere = [pid for pid in collection.get(ids=new_ids, include=[])["ids"] if pid not in old]
+    if elsewhere:
+        raise MeVeError(f"chunk id {elsewhere[0]!r} is already in collection {name!r} for another source; nothing was changed")
+    keep = set(new_ids)
+    return [i for i, pid in enumerate(new_ids) if pid not in old], sorted(pid for pid in old if pid not in keep)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """`meve index`: chunk files and index them into a persistent Chroma directory. With
+    ``--replace`` the files' new chunks go in first and their old ones are deleted after, so a
+    refused or failed add leaves what was stored as it was."""
     from meve.core.tokens import get_token_counter
     from meve.pipeline.meve import MeVe
     from meve.retrieval.chroma import chroma_client
 
-    counter = get_token_counter()
-    texts: list[str] = []
-    ids: list[str] = []
-    metas: list[dict[str, Any]] = []
-    records = [(name, _read_records(Path(name))) for name in args.files]  # every file is checked before anything is written
-    for _name, recs in records:
-        for prefix, text, meta in recs:
-            for j, chunk in enumerate(chunk_text(text, args.chunk_tokens, counter)):
-                texts.append(chunk)
-                ids.append(f"{prefix}#{j}")
-                metas.append({**meta, "chunk": j})
-    if not texts:
+    paths = [Path(name) for name in args.files]
+    records = [_read_records(path) for path in paths]  # every file is checked before anything is written
+    sources = [str(path.resolve()) for path in paths]
+    twice = sorted({name for name, source in zip(args.files, sources, strict=True) if sources.count(source) > 1})
+    if twice:
+        raise MeVeError(f"{twice[0]}: given more than once; give each file once")
+    chunks = _chunks([rec for recs in records for rec in recs], args.chunk_tokens, get_token_counter())
+    if not chunks:
         raise MeVeError("no text found in the given files")
     client = chroma_client(args.db)
-    replaced = 0
+    add: list[int] = list(range(len(chunks)))
+    delete: list[str] = []
     if args.collection in {c.name for c in client.list_collections()}:
-        collection = client.get_collection(args.collection)
-        clash = collection.get(ids=ids, include=[])["ids"]
-        if clash and not args.replace:
-            raise MeVeError(
-                f"{len(clash)} chunk id(s) are already in collection {args.collection!r} (e.g. {clash[0]!r}); "
-                "to index changed files again add --replace (the files' old chunks are deleted first)"
-            )
-        if args.replace:
-            # A file's old chunks: the same ids, plus any its longer former version had (same source).
-            old = set(clash)
-            for source in sorted({m["source"] for m in metas}):
-                old.update(collection.get(where={"source": source}, include=[])["ids"])
-            for start in range(0, len(old), 1000):
-                collection.delete(ids=sorted(old)[start : start + 1000])
-            replaced = len(old)
-    meve = MeVe.from_texts(texts, ids=ids, metadatas=metas, client=client, collection_name=args.collection, show_progress=sys.stderr.isatty())
-    total = meve.store.count() if meve.store else 0
-    note = f", replacing {replaced} old chunk(s)" if replaced else ""
+        add, delete = _plan(client.get_collection(args.collection), chunks, sources, args.replace, args.collection)
+    if add:
+        MeVe.from_texts(
+            [chunks[i][1] for i in add],
+            ids=[chunks[i][0] for i in add],
+            metadatas=[chunks[i][2] for i in add],
+            client=client,
+            collection_name=args.collection,
+            show_progress=sys.stderr.isatty(),
+        )
+    collection = client.get_collection(args.collection)
+    for start in range(0, len(delete), 1000):
+        collection.delete(ids=delete[start : start + 1000])
+    kept = len(chunks) - len(add)
+    note = (f", {kept} unchanged" if kept else "") + (f", replacing {len(delete)} old chunk(s)" if delete else "")
     # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
     _console().print(
-        f"indexed {len(texts)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})",
+        f"indexed {len(add)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {collection.count()} in all{note})",
         soft_wrap=True,
     )
     return 0
