@@ -378,9 +378,19 @@ class Replay:
             True: IncrementalBM25([t.text for t in turns], tokenize=stemmed_tokenize),
             False: IncrementalBM25([t.text for t in turns], tokenize=bm25_tokenize),
         }
+        self._signals: dict[tuple[str, bool, int, tuple[int, ...]], tuple[dict[int, float], dict[int, float]]] = {}
+        self._rankings: dict[tuple[str, str, bool], list[int]] = {}
 
     def signals(self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int]) -> tuple[dict[int, float], dict[int, float]]:
-        """BM25 and cosine of the ``pool`` best past turns each, as MomentaryMemory reads them."""
+        """BM25 and cosine of the ``pool`` best past turns each, as MomentaryMemory reads them
+        (kept per question: a grid replays each question under every setting)."""
+        key = (query, stem, pool, tuple(sorted(exclude)))
+        hit = self._signals.get(key)
+        if hit is None:
+            hit = self._signals[key] = self._signals_of(query, qvec, stem=stem, pool=pool, exclude=exclude)
+        return hit
+
+    def _signals_of(self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int]) -> tuple[dict[int, float], dict[int, float]]:
         scores = self.bm25[stem].get_scores(query)
         cos = self.vecs @ qvec
         if exclude:
@@ -418,7 +428,13 @@ class Replay:
         return sel, render(sel.turns, dates=dates)
 
     def ranking(self, query: str, qvec: np.ndarray, how: str, *, stem: bool = True) -> list[int]:
-        """Every turn by one signal: "dense", "bm25", or "hybrid" (both fused by reciprocal rank)."""
+        """Every turn by one signal: "dense", "bm25", or "hybrid" (both fused by reciprocal rank); kept per question."""
+        key = (query, how, stem)
+        if key not in self._rankings:
+            self._rankings[key] = self._ranking(query, qvec, how, stem=stem)
+        return self._rankings[key]
+
+    def _ranking(self, query: str, qvec: np.ndarray, how: str, *, stem: bool) -> list[int]:
         cos = self.vecs @ qvec
         dense = sorted(range(len(cos)), key=lambda i: (-cos[i], i))
         if how == "dense":
