@@ -62,7 +62,11 @@ BUDGETS = (256, 512, 1024)
 FUSIONS = (("weighted", 0.2), ("weighted", 0.5), ("weighted", 0.8), ("rrf", 0.5))
 # Partner turns: off, or competing as candidates worth 0.5 or 1.0 of their anchor (1.0 puts the
 # partner right after its anchor, as the forced adjacency of earlier runs did).
-PARTNERS = ({"partner_turns": False}, {"partner_turns": True, "partner_weight": 0.5}, {"partner_turns": True, "partner_weight": 1.0})
+PARTNERS: tuple[dict[str, Any], ...] = (
+    {"partner_turns": False},
+    {"partner_turns": True, "partner_weight": 0.5},
+    {"partner_turns": True, "partner_weight": 1.0},
+)
 GRID: list[dict[str, Any]] = [
     {"fusion": f, "weights": {"bm25": w, "dense": round(1 - w, 2)}, "dates": d, **p}
     for (f, w), d, p in itertools.product(FUSIONS, (False, True, "auto"), PARTNERS)

@@ -207,6 +207,10 @@ def _arm_row(a: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _best_fill(baselines: dict[str, Any], metric: str) -> str:
+    return max(baselines, key=lambda k: baselines[k][metric])
+
+
 def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
     """Per memory set: the LODO choice against the best fill at each budget on both metrics, the
     per-question-type breakdown at 512 tokens, and issue 48's targets (>= 0 at every budget on
@@ -218,7 +222,7 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
         rows = []
         for budget, t in ((b, t) for b, t in d["test"].items() if b.isdigit()):
             for mt in metrics:
-                best = max(t["baselines"], key=lambda k, mt=mt: t["baselines"][k][mt])
+                best = _best_fill(t["baselines"], mt)
                 gain = t["gains"][mt]
                 rows.append(
                     {
