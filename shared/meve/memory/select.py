@@ -139,26 +139,43 @@ def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int |
     scores scaled to the best one; ties keep relevance order, then the anchor before its partner."""
     snap, cfg = fill.snap, fill.cfg
     top = max((scores.get(i, 0.0) for i in chosen), default=0.0) or 1.0
-    # (worth, order, position, reason): order breaks ties by relevance rank, anchors first.
-    cands: dict[int, tuple[float, float, str]] = {}
+    # position -> (worth, order, relevance rank, is a partner): order breaks ties by rank, anchors first.
+    cands: dict[int, tuple[float, float, int, bool]] = {}
     for rank_, i in enumerate(chosen, start=1):
         own = scores.get(i, 0.0) / top
-        why = f"relevance rank {rank_} (score {own:.3f})" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")
         if i not in cands or cands[i][0] < own:
-            cands[i] = (own, rank_, why)
-        if not cfg.partner_turns:
-            continue
-        j = partner(i)
+            cands[i] = (own, rank_, rank_, False)
+        j = partner(i) if cfg.partner_turns else None
         if j is None or j >= snap.n:
             continue
         worth = cfg.partner_weight * own
         if worth > 0 and (j not in cands or cands[j][0] < worth):
-            cands[j] = (worth, rank_ + 0.5, f"partner turn of relevance rank {rank_} (worth {cfg.partner_weight} x {own:.3f} = {worth:.3f})")
-    for i, (_, _, why) in sorted(cands.items(), key=lambda kv: (-kv[1][0], kv[1][1])):
+            cands[j] = (worth, rank_ + 0.5, rank_, True)
+
+    def why(i: int) -> str:
+        worth, _, rank_, paired = cands[i]
+        if paired:
+            return f"partner turn of relevance rank {rank_} (worth {cfg.partner_weight} x {worth / cfg.partner_weight:.3f} = {worth:.3f})"
+        return f"relevance rank {rank_} (score {worth:.3f})" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")
+
+    order = sorted(cands, key=lambda i: (-cands[i][0], cands[i][1]))
+    missed = 0
+    for i in order:
         if i in fill.sel.reasons:  # a recent or kept-role turn: in already, or refused with its own reason
             continue
-        if not fill.take(i, snap.turns[i], fill.line(i), why):
-            fill.refuse(i, f"{why}: needs {fill.ledger.cost(fill.line(i))} tokens, {fill.ledger.left} left of l_max {cfg.l_max}")
+        line = fill.line(i)
+        if fill.ledger.cost(line) > fill.ledger.left:
+            missed += 1
+            if missed <= _NAMED_MISSES:
+                fill.refuse(i, f"{why(i)}: needs {fill.ledger.cost(line)} tokens, {fill.ledger.left} left of l_max {cfg.l_max}")
+            else:  # a fill over a long conversation would otherwise spend most of its time on these strings
+                fill.sel.reasons[i] = (False, f"did not fit in what was left of l_max {cfg.l_max} (the first {_NAMED_MISSES} such turns are named)", 0)
+            continue
+        fill.take(i, snap.turns[i], line, why(i))
+
+
+# Candidates refused for room that the trace explains one by one; the rest share one reason.
+_NAMED_MISSES = 32
 
 
 def select_turns(
