@@ -78,3 +78,26 @@ def test_a_bad_index_dir_is_refused_before_any_model_loads(tmp_path):
 
     with pytest.raises(ConfigError, match="index_dir"):
         MeVe.from_texts(["a"], index_dir=3.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("part", "damage"),
+    [("tokens/meta.json", b""), ("tokens/meta.json", b'{"format": 1, "m'), ("bm25/CURRENT", b""), ("bm25/<snapshot>/ids.json", b'["chain", "der')],
+    ids=["meta-emptied", "meta-cut", "CURRENT-emptied", "ids-cut"],
+)
+def test_a_damaged_derived_file_is_rebuilt_and_the_corpus_answers(minilm, chroma_dir, caplog, part, damage):
+    from meve.retrieval.lexical import LexicalIndex
+
+    corpus = demo_corpus()["passages"]
+    first = MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], client=chroma_client(chroma_dir), collection_name="bikes")
+    expected = [(d.id, round(d.score, 5)) for d in first.run(QUESTION).documents]
+    derived = Path(chroma_dir) / "meve" / "bikes"
+    (derived / part.replace("<snapshot>", (derived / "bm25" / "CURRENT").read_text())).write_bytes(damage)
+    with caplog.at_level("WARNING", logger="meve"):
+        again = MeVe.from_chroma(chroma_client(chroma_dir).get_collection("bikes"))
+        answer = again.run(QUESTION)
+    assert "cannot be read" in caplog.text
+    assert [(d.id, round(d.score, 5)) for d in answer.documents] == expected
+    assert json.loads((derived / "tokens" / "meta.json").read_text())["format"] == 1  # whole again
+    rebuilt = LexicalIndex.load(derived / "bm25")
+    assert rebuilt is not None and sorted(rebuilt.ids) == sorted(p["id"] for p in corpus)

@@ -13,6 +13,8 @@ from meve.retrieval.chroma import chroma_call, warn_if_untimed
 
 __all__ = ["ChromaStore", "PassageStore"]
 
+_IDS_PER_GET = 1000  # ids per Chroma get: SQLite refuses statements with 32,767+ variables
+
 
 @runtime_checkable
 class PassageStore(Protocol):
@@ -71,6 +73,18 @@ class ChromaStore:
         if any(m is not None for m in metadatas):
             kwargs["metadatas"] = [m if m else None for m in metadatas]
         self._call(f"store {len(kwargs['ids'])} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
+
+    def stored_texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """Id -> stored text of those of ``ids`` the collection holds."""
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), _IDS_PER_GET):
+            res = self._call("check ids", self.collection.get, ids=list(ids[start : start + _IDS_PER_GET]), include=["documents"])
+            out.update(zip(res["ids"], (d or "" for d in (res.get("documents") or [None] * len(res["ids"]))), strict=True))
+        return out
+
+    def ids(self) -> list[str]:
+        """Every stored id, in the order Chroma stored them (one call: paging by offset rescans the rows before each page)."""
+        return list(self._call("list ids", self.collection.get, include=[])["ids"])
 
     def mark_complete(self, complete: bool) -> None:
         """Record in the collection's metadata whether the last ingestion finished (``meve:complete``)."""
