@@ -33,7 +33,7 @@ from meve.core.tokens import TokenCounter, get_token_counter
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import ROLES, MemoryContext, Turn
 from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces
-from meve.memory.session import EPOCH, SessionStore, legacy_key, new_order_key, time_order, validate_session_id
+from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension
@@ -74,6 +74,7 @@ class MomentaryMemory:
         self.session_id = validate_session_id(session_id)
         if path is not None and client is not None:
             raise InputError("give either path= or client=, not both")
+        check_place(path, collection_prefix, create=create)  # before any model loads or any file is written
         self.config = config if config is not None else MemoryConfig()
         if not isinstance(self.config, MemoryConfig):
             raise InputError(f"config must be a MemoryConfig, got {type(self.config).__name__}")

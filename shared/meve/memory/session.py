@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.errors import InputError, StoreError
+from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
 from meve.memory.records import Turn
-from meve.retrieval.chroma import chroma_call
+from meve.retrieval.chroma import COLLECTION_RULE, check_collection_name, check_directory, chroma_call
 from meve.scoring.protocols import Embedder
 
-__all__ = ["EPOCH", "PAGE", "SessionStore", "list_sessions", "new_order_key", "parse_timestamp", "time_order", "validate_session_id"]
+__all__ = ["EPOCH", "PAGE", "SessionStore", "check_place", "list_sessions", "new_order_key", "parse_timestamp", "time_order", "validate_session_id"]
 
 PAGE = 1000  # rows per Chroma read or write: SQLite refuses statements with 32,767+ variables
 EPOCH = "epoch"  # the heads row that deletions bump; every other heads row belongs to one writing handle
@@ -36,6 +36,19 @@ def validate_session_id(session_id: Any) -> str:
     if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 256 or any(ord(ch) < 32 for ch in session_id):
         raise InputError(f"session_id={session_id!r} is not allowed: expected a non-empty str of at most 256 printable characters")
     return session_id
+
+
+def check_place(path: object, prefix: object, *, create: bool) -> None:
+    """Where a memory would be stored, checked before anything loads or is written: ``path`` as a
+    Chroma directory (:func:`~meve.retrieval.chroma.check_directory`; an empty one would put
+    Chroma's files at the filesystem root), and a ``collection_prefix`` whose collection names
+    (``<prefix>-<16 hex>-<embedder>``, ``<prefix>-<16 hex>.heads``) Chroma accepts."""
+    if path is not None:
+        check_directory(path, create=create)
+    try:
+        check_collection_name(f"{prefix}-{'0' * 16}.heads" if isinstance(prefix, str) and prefix else None)
+    except ConfigError:
+        raise ConfigError("collection_prefix", prefix, f"the start of a Chroma collection name ({COLLECTION_RULE}; at most 490 characters)") from None
 
 
 def describe(client: Any) -> str:

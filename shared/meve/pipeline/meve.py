@@ -24,7 +24,7 @@ from meve.pipeline.persist import Snapshots, check_index_dir, index_dir_for, ope
 from meve.pipeline.retrieve import Retriever
 from meve.pipeline.runner import PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
-from meve.retrieval.chroma import check_embedder, chroma_call, chroma_client, unique_collection_name
+from meve.retrieval.chroma import check_collection_name, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.retrieval.lexical import Lexical, LexicalIndex
 from meve.retrieval.store import ChromaStore, PassageStore
 from meve.scoring.embedders import default_embedder, embedder_dimension
@@ -134,6 +134,8 @@ class MeVe(Retriever):
         (:mod:`meve.pipeline.persist`); by default beside a persistent collection, else nowhere."""
         texts, ids_, metas = check_texts(texts, ids, metadatas)
         asked_dir = check_index_dir(index_dir)
+        if collection_name is not None:
+            check_collection_name(collection_name)  # before any model loads or anything is written
         if not texts:
             raise InputError("texts is empty: give at least one passage to index (or use MeVe.from_chroma on an existing collection)")
         embedder = embedder if embedder is not None else default_embedder()
@@ -225,6 +227,8 @@ class MeVe(Retriever):
         ``client`` is given). Documents already in those collections are loaded, so a persistent
         corpus reopens with ``documents=[]``. A query embeds once and only looks things up."""
         cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
+        if collection_name is not None:
+            check_collection_name(collection_name)  # before any model loads or anything is written
         docs = documents_from(documents)
         if not docs and collection_name is None:
             raise InputError("documents is empty: give at least one (doc_id, title, text) document (or a collection_name that holds some)")

@@ -4,6 +4,7 @@ timeout), one error translation, collection names and the embedder check."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -18,7 +19,10 @@ from meve.core.logs import log
 
 __all__ = [
     "acquire_client",
+    "check_collection_name",
+    "check_directory",
     "check_embedder",
+    "check_path",
     "chroma_call",
     "chroma_client",
     "chroma_http_client",
@@ -45,17 +49,12 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     settings = Settings(anonymized_telemetry=False)
     if path is None:
         return chromadb.EphemeralClient(settings=settings)
-    where = _directory(path, create=create)
+    where = check_directory(path, create=create)
     if not where.exists():
         try:
             where.mkdir(parents=True)
         except OSError as exc:
             raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
-    if not os.access(where, os.R_OK | os.W_OK | os.X_OK):
-        raise StoreError(f"db path {str(path)!r} is not readable and writable by this user; Chroma writes even to read, so fix its permissions or copy it")
-    db = where / "chroma.sqlite3"
-    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
-        raise StoreError(f"{str(db)!r} is not readable and writable by this user; fix its permissions")
     # An instance this process already runs on the directory is reused under its own spelling of
     # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
     opened = _open_system(where)
@@ -66,9 +65,53 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
         raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
 
 
+def check_path(path: object, what: str = "path") -> Path:
+    """``path`` as a Path, or ConfigError naming it: a str or PathLike that says something (an
+    empty one would put Chroma's files in the working directory, or at ``/``)."""
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike) or not str(path).strip():
+        raise ConfigError(what, path, "a directory path (str or PathLike); an empty one would write into the working directory")
+    return Path(path)
+
+
+# Chroma's rule for collection names (checked by chromadb only when a collection is created, after a
+# model may have loaded): 3-512 letters, digits, '.', '_' or '-', letter or digit at both ends.
+_COLLECTION = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{1,510})[A-Za-z0-9]")
+_IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+COLLECTION_RULE = "3-512 letters, digits, '.', '_' or '-', starting and ending with a letter or digit, no '..', not an IPv4 address (Chroma's rule)"
+
+
+def check_collection_name(name: object, what: str = "collection_name") -> str:
+    """``name`` if Chroma accepts it as a collection name, else ConfigError naming it."""
+    if not isinstance(name, str) or not _COLLECTION.fullmatch(name) or ".." in name or _IPV4.fullmatch(name):
+        raise ConfigError(what, name, COLLECTION_RULE)
+    return name
+
+
+def check_directory(path: object, *, create: bool = True) -> Path:
+    """``path`` expanded, checked as a Chroma directory without creating anything: ConfigError for
+    an empty path; StoreError for a file, a directory this user cannot write (Chroma writes even to
+    read) or, when ``create`` is False, one that does not exist; a missing one needs a writable parent."""
+    where = check_path(path).expanduser()
+    if where.exists() and not where.is_dir():
+        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
+    if not create and not where.exists():
+        raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
+    if where.exists():
+        if not os.access(where, os.R_OK | os.W_OK | os.X_OK):
+            raise StoreError(f"db path {str(path)!r} is not readable and writable by this user; Chroma writes even to read, so fix its permissions or copy it")
+        db = where / "chroma.sqlite3"
+        if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+            raise StoreError(f"{str(db)!r} is not readable and writable by this user; fix its permissions")
+        return where
+    parent = next(p for p in where.absolute().parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {str(parent)!r} is not a directory this user can write to; choose another path")
+    return where
+
+
 def _directory(path: str | os.PathLike[str], *, create: bool) -> Path:
-    """``path`` expanded, refused when it is a file, or (``create=False``) when it does not exist."""
-    where = Path(path).expanduser()
+    """``path`` expanded, refused when it is empty, a file, or (``create=False``) missing."""
+    where = check_path(path).expanduser()
     if where.exists() and not where.is_dir():
         raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
     if not create and not where.exists():
