@@ -67,7 +67,7 @@ def describe(client: Any) -> str:
 def list_sessions(client: Any) -> list[str]:
     """Session ids that have a memory in this Chroma client (read from collection metadata; no model loads)."""
     found = set()
-    for col in client.list_collections():
+    for col in chroma_call("list collections", client.list_collections):
         sid = (getattr(col, "metadata", None) or {}).get("meve:session_id")
         if sid is not None:
             found.add(str(sid))
@@ -119,7 +119,7 @@ class SessionStore:
         self.where = repr(path) if path is not None else describe(client)
         self._path_note = f" in {path!r}" if path is not None else ""
         digest = hashlib.sha1(session_id.encode()).hexdigest()[:16]
-        existing = {c.name for c in client.list_collections()} if not create else set()
+        existing = {c.name for c in self.call("list collections", client.list_collections)} if not create else set()
         self.collections = [self._open_turns(f"{prefix}-{digest}-{_slug(e.name)}", e.name, existing, create) for e in embedders]
         self.heads = self._open_heads(f"{prefix}-{digest}.heads", existing, create)
 
@@ -131,7 +131,10 @@ class SessionStore:
             )
         meta = {"hnsw:space": "cosine", "meve:session_id": self.session_id, "meve:embedder": embedder}
         # A read-only open only gets: it never creates a collection or rewrites its metadata.
-        col = self.client.get_or_create_collection(name, metadata=meta, embedding_function=None) if create else self.client.get_collection(name)
+        if create:
+            col = self.call("open the turns collection", self.client.get_or_create_collection, name, metadata=meta, embedding_function=None)
+        else:
+            col = self.call("open the turns collection", self.client.get_collection, name)
         stored = (col.metadata or {}).get("meve:session_id")
         if stored != self.session_id:
             raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")

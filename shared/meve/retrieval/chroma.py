@@ -1,5 +1,6 @@
 """Chroma plumbing every store shares: clients (embedded, shared per directory, HTTP with a
-timeout), one error translation, collection names and the embedder check."""
+timeout), one error translation (every meve call on an embedded directory under its lock,
+:mod:`meve.retrieval.directory`), collection names and the embedder check."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
+from meve.retrieval.directory import WRITES, directory_lock, lock_at
 
 __all__ = [
     "acquire_client",
@@ -60,7 +62,11 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     opened = _open_system(where)
     directory, settings = opened if opened is not None else (str(path), settings)
     try:
-        return chromadb.PersistentClient(path=directory, settings=settings)
+        # Started under the lock: the instance then knows which writes it has seen.
+        with lock_at(where).hold(write=False):
+            return chromadb.PersistentClient(path=directory, settings=settings)
+    except StoreError:
+        raise
     except Exception as exc:
         raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
 
@@ -167,7 +173,9 @@ def release_client(path: str | os.PathLike[str]) -> None:
         if owned.started:
             system = SharedSystemClient._identifier_to_system.pop(owned.client._identifier, None)
             if system is not None:
-                system.stop()
+                # Stopping may write its index: never beside another process's load (a deleted directory has no one to wait for).
+                with lock_at(key).hold(write=False) if key.is_dir() else nullcontext():
+                    system.stop()
 
 
 @contextmanager
@@ -259,10 +267,13 @@ def _open_system(where: Path) -> tuple[str, Any] | None:
 
 
 def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, a Chroma call; any failure but meve's own (server down, corrupt
-    directory, rejected write) becomes a StoreError saying what was being done, with the cause kept."""
+    """``fn(*args, **kwargs)``, a Chroma call (a method of a collection or a client); on an
+    embedded directory it runs under the directory's lock (:mod:`meve.retrieval.directory`). Any failure
+    but meve's own (server down, corrupt directory, rejected write) becomes a StoreError saying
+    what was being done, with the cause kept."""
     try:
-        return fn(*args, **kwargs)
+        with directory_lock(getattr(fn, "__self__", None), write=getattr(fn, "__name__", "") in WRITES):
+            return fn(*args, **kwargs)
     except (InputError, StoreError):
         raise
     except Exception as exc:

@@ -15,6 +15,7 @@ from meve.core.errors import InputError, StoreError
 from meve.core.logs import log
 from meve.core.records import Passage
 from meve.retrieval.chroma import chroma_call, warn_if_untimed
+from meve.retrieval.directory import directory_lock
 
 __all__ = ["WRITING", "ChromaStore", "Ingestion", "PassageStore", "log_unfinished", "refuse_changed", "stored_texts", "unfinished"]
 
@@ -72,18 +73,19 @@ class ChromaStore:
         crash); one stored with another text is refused, naming it."""
         if self.dimension is not None and embeddings.shape[1] != self.dimension:
             raise StoreError(f"embeddings have dimension {embeddings.shape[1]}, the store expects {self.dimension}")
-        # Chroma skips an id it already holds without an error, which would lose this text: another
-        # handle (or process) on the same collection may have added it since this one last looked.
-        stored = self.stored_texts(ids)
-        refuse_changed(self.collection.name, ids, texts, stored)
-        keep = [i for i, pid in enumerate(ids) if pid not in stored]
-        if not keep:
-            return
-        kwargs: dict[str, Any] = {"ids": [ids[i] for i in keep], "documents": [texts[i] for i in keep]}
-        kwargs["embeddings"] = np.asarray(embeddings, dtype=np.float32)[keep]
-        if any(metadatas[i] is not None for i in keep):
-            kwargs["metadatas"] = [metadatas[i] or None for i in keep]
-        self._call(f"store {len(keep)} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
+        # One hold for the check and the add: Chroma skips an id it already holds without an error,
+        # which would lose this text if another process stored the id in between.
+        with directory_lock(self.collection):
+            stored = self.stored_texts(ids)
+            refuse_changed(self.collection.name, ids, texts, stored)
+            keep = [i for i, pid in enumerate(ids) if pid not in stored]
+            if not keep:
+                return
+            kwargs: dict[str, Any] = {"ids": [ids[i] for i in keep], "documents": [texts[i] for i in keep]}
+            kwargs["embeddings"] = np.asarray(embeddings, dtype=np.float32)[keep]
+            if any(metadatas[i] is not None for i in keep):
+                kwargs["metadatas"] = [metadatas[i] or None for i in keep]
+            self._call(f"store {len(keep)} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
 
     def stored_texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Id -> stored text of those of ``ids`` the collection holds."""
@@ -106,16 +108,17 @@ class ChromaStore:
     def record_ingestion(self, ingestion: Ingestion, writing: bool) -> None:
         """Start (``writing``) or end one ingestion's key in the collection's metadata, and set
         ``meve:complete`` to whether none is left: several writers each keep their own key, so one
-        writer's finish never marks another's rows complete. The metadata is read as stored now
-        (the collection object keeps what it was when opened) and replaced whole."""
-        # Chroma refuses a metadata update that names the distance space; the space is kept anyway.
-        meta = {k: v for k, v in self.metadata().items() if not k.startswith("hnsw:")}
-        if writing:
-            meta[ingestion.key] = ingestion.value
-        else:
-            meta.pop(ingestion.key, None)
-        meta["meve:complete"] = not any(k.startswith(WRITING) for k in meta)
-        self._call("record ingestion state", self.collection.modify, metadata=meta)
+        writer's finish never marks another's rows complete. Read and written under one hold of
+        the directory's lock (the metadata is replaced whole)."""
+        with directory_lock(self.collection):
+            # Chroma refuses a metadata update that names the distance space; the space is kept anyway.
+            meta = {k: v for k, v in self.metadata().items() if not k.startswith("hnsw:")}
+            if writing:
+                meta[ingestion.key] = ingestion.value
+            else:
+                meta.pop(ingestion.key, None)
+            meta["meve:complete"] = not any(k.startswith(WRITING) for k in meta)
+            self._call("record ingestion state", self.collection.modify, metadata=meta)
 
     def _passages(self, ids: list[str], docs: list[Any], metas: list[Any], embs: Any, query: np.ndarray | None) -> list[Passage]:
         out: list[Passage] = []
