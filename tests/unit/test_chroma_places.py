@@ -1,17 +1,19 @@
 """Where things are stored: a path or a collection name Chroma would refuse (or misread) is refused
-by the API before any model loads or any file is written, as the CLI does. Real Chroma; fake models."""
+by the API before any model loads or any file is written, as the CLI does; a read-only copy of a
+directory is usable and its errors name the user's directory. Real Chroma; fake models."""
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
 
 from meve import ConfigError, MeVe, MomentaryMemory, StoreError
 from meve.cli.checks import collection_name as cli_collection_name
-from meve.retrieval.chroma import chroma_client
+from meve.retrieval.chroma import chroma_client, read_only_copy
 from tests.fakes import FakeEmbedder, FakeScorer
 
 # The names the issue found accepted, and the other ways Chroma refuses one.
@@ -93,3 +95,34 @@ def test_good_names_still_work(tmp_path):
     m = MeVe.from_texts(["Chains need oil."], client=client, collection_name="my.bikes_2-x", embedder=FakeEmbedder(), scorer=FakeScorer())
     assert m.store is not None and m.store.count() == 1
     assert MomentaryMemory("u", path=str(tmp_path / "mem"), collection_prefix="app.v2", embedders=[FakeEmbedder()]).add("hi").text == "hi"
+
+
+def _corpus(db: Path) -> None:
+    texts, ids = ["Chains need oil to stay quiet.", "Tyres hold air at a set pressure."], ["chain", "tyre"]
+    MeVe.from_texts(texts, ids=ids, client=chroma_client(str(db)), collection_name="bikes", embedder=FakeEmbedder(), scorer=FakeScorer())
+
+
+def test_a_read_only_copy_of_a_read_only_corpus_can_be_written_and_read(tmp_path):
+    db = tmp_path / "db"
+    _corpus(db)
+    for p in [db, *db.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        with read_only_copy(str(db)) as copy:
+            # Chroma and the derived indexes write even to read; the copy kept the source's modes before.
+            assert all(os.stat(p).st_mode & stat.S_IWUSR for p in [Path(copy), *Path(copy).rglob("*")])
+            m = MeVe.from_chroma(chroma_client(copy, create=False).get_collection("bikes"), embedder=FakeEmbedder(), scorer=FakeScorer())
+            assert m.run("chain oil").documents[0].id == "chain"
+        assert not Path(copy).exists()
+    finally:
+        for p in [db, *db.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)
+
+
+def test_a_read_only_copy_names_the_users_directory_in_its_errors(tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "chroma.sqlite3").write_bytes(b"not a database")
+    with pytest.raises(StoreError) as caught, read_only_copy(str(broken)):
+        pass
+    assert str(broken) in str(caught.value) and "meve-read-" not in str(caught.value)

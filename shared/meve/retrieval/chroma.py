@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
@@ -17,7 +18,7 @@ from typing import Any
 
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
-from meve.retrieval.directory import WRITES, directory_lock, lock_at
+from meve.retrieval.directory import WRITES, directory_lock, lock_at, no_writer
 
 __all__ = [
     "acquire_client",
@@ -184,23 +185,36 @@ def read_only_copy(path: str | os.PathLike[str]) -> Iterator[str]:
 
     Chroma writes to its files whenever a client opens them (a lock row in its SQLite file, index
     flushes), and has no read-only client (chroma-core/chroma#1438); reading the copy leaves the
-    directory as it was, byte for byte, and also works on one this user cannot write to. It costs a
-    copy of the directory, so it is for the command line's inspection commands, not for a service.
+    directory as it was, byte for byte, and also works on one this user cannot write to (the copy
+    is made writable). It is copied while no meve process writes there, so it is whole; errors
+    name ``path``, not the copy. It costs a copy of the directory, so it is for the command line's
+    inspection commands, not for a service.
     """
     where = _directory(path, create=False)
     with tempfile.TemporaryDirectory(prefix="meve-read-") as tmp:
         copy = Path(tmp) / where.name
         try:
-            shutil.copytree(where, copy)
+            with no_writer(where):
+                shutil.copytree(where, copy)
+            _let_owner_write(copy)
         except OSError as exc:
             raise StoreError(f"cannot read the Chroma directory {str(path)!r}: {exc}") from exc
-        acquire_client(copy, create=False)
         try:
-            yield str(copy)
-        except StoreError as exc:  # name the user's directory, not the copy
-            raise StoreError(str(exc).replace(str(copy), str(path))) from exc
-        finally:
-            release_client(copy)
+            acquire_client(copy, create=False)
+            try:
+                yield str(copy)
+            finally:
+                release_client(copy)
+        except (InputError, StoreError) as exc:  # name the user's directory, not the copy
+            raise type(exc)(str(exc).replace(str(copy), str(path))) from exc
+
+
+def _let_owner_write(root: Path) -> None:
+    """Give the owner write access to everything under ``root``: a copy keeps the modes of a
+    read-only source, and Chroma (and the copy's removal) must write there."""
+    for folder, _dirs, files in os.walk(root):
+        for p in (Path(folder), *(Path(folder) / f for f in files)):
+            p.chmod(p.stat().st_mode | stat.S_IWUSR | (stat.S_IXUSR if p.is_dir() else 0))
 
 
 def chroma_http_client(

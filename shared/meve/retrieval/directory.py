@@ -23,7 +23,7 @@ from typing import Any
 
 from meve.core.errors import StoreError
 
-__all__ = ["LOCK_FILE", "WRITES", "DirectoryLock", "directory_lock", "lock_at"]
+__all__ = ["LOCK_FILE", "WRITES", "DirectoryLock", "directory_lock", "lock_at", "no_writer"]
 
 # The collection and client methods that change what is on disk (what other processes must reload).
 WRITES = frozenset({"add", "upsert", "update", "delete", "modify", "create_collection", "get_or_create_collection", "delete_collection"})
@@ -131,6 +131,23 @@ def _remember_lock(directory: str) -> DirectoryLock:
     with _locks_lock:
         _locks[directory] = lock  # also under the spelling Chroma uses, so the next call needs no resolve()
     return lock
+
+
+@contextmanager
+def no_writer(directory: Path) -> Iterator[None]:
+    """While no meve process writes to ``directory`` (a shared hold of its lock: several readers
+    at once, for copying its files whole). The lock file is opened read-only, so this works on a
+    directory this user cannot write; one without a lock file has had no meve writer to wait for."""
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _restart_instances(directory: Path) -> bool:
