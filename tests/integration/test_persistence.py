@@ -5,6 +5,7 @@ answer is the one the first process gave. Real MiniLM, real persistent Chroma.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,46 @@ def test_a_bad_index_dir_is_refused_before_any_model_loads(tmp_path):
 
     with pytest.raises(ConfigError, match="index_dir"):
         MeVe.from_texts(["a"], index_dir=3.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("part", "damage"),
+    [("tokens/meta.json", b""), ("tokens/meta.json", b'{"format": 1, "m'), ("bm25/CURRENT", b""), ("bm25/<snapshot>/ids.json", b'["chain", "der')],
+    ids=["meta-emptied", "meta-cut", "CURRENT-emptied", "ids-cut"],
+)
+def test_a_damaged_derived_file_is_rebuilt_and_the_corpus_answers(minilm, chroma_dir, caplog, part, damage):
+    from meve.retrieval.lexical import LexicalIndex
+
+    corpus = demo_corpus()["passages"]
+    first = MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], client=chroma_client(chroma_dir), collection_name="bikes")
+    expected = [(d.id, round(d.score, 5)) for d in first.run(QUESTION).documents]
+    derived = Path(chroma_dir) / "meve" / "bikes"
+    (derived / part.replace("<snapshot>", (derived / "bm25" / "CURRENT").read_text())).write_bytes(damage)
+    with caplog.at_level("WARNING", logger="meve"):
+        again = MeVe.from_chroma(chroma_client(chroma_dir).get_collection("bikes"))
+        answer = again.run(QUESTION)
+    assert "cannot be read" in caplog.text
+    assert [(d.id, round(d.score, 5)) for d in answer.documents] == expected
+    assert json.loads((derived / "tokens" / "meta.json").read_text())["format"] == 1  # whole again
+    rebuilt = LexicalIndex.load(derived / "bm25")
+    assert rebuilt is not None and sorted(rebuilt.ids) == sorted(p["id"] for p in corpus)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root bypasses file permissions, so a read-only corpus cannot be made")
+def test_meve_query_answers_on_a_corpus_this_user_cannot_write(minilm, chroma_dir, capsys):
+    from meve.cli import main
+
+    corpus = demo_corpus()["passages"]
+    MeVe.from_texts([p["text"] for p in corpus], ids=[p["id"] for p in corpus], client=chroma_client(chroma_dir), collection_name="bikes")
+    paths = [Path(chroma_dir), *Path(chroma_dir).rglob("*")]
+    for p in paths:
+        p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        assert main(["query", QUESTION, "--db", chroma_dir, "--collection", "bikes", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["documents"][0]["id"] == "derailleur"
+        assert main(["query", QUESTION, "--db", chroma_dir, "--collection", "cars"]) == 2
+        err = capsys.readouterr().err
+        assert chroma_dir in err and "meve-read-" not in err
+    finally:
+        for p in paths:
+            p.chmod(p.stat().st_mode | 0o200)

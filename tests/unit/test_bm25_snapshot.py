@@ -62,3 +62,85 @@ def test_a_half_written_snapshot_is_not_read(tmp_path):
 def test_only_the_incremental_backend_saves(tmp_path):
     with pytest.raises(ConfigError, match="incremental"):
         LexicalIndex(["a"], TEXTS[:1], backend="bm25s").save(tmp_path / "bm25")
+
+
+def test_a_snapshot_whose_parts_do_not_fit_together_is_an_error(tmp_path):
+    folder = LexicalIndex(["a", "b"], TEXTS[:2]).save(tmp_path / "bm25")
+    (folder / "ids.json").write_text('["a"]')  # one id for two documents: the ids would name the wrong rows
+    with pytest.raises(StoreError, match="do not describe one index"):
+        LexicalIndex.load(tmp_path / "bm25")
+
+
+def test_a_save_removes_what_a_killed_save_left(tmp_path):
+    root = tmp_path / "bm25"
+    LexicalIndex(["a"], TEXTS[:1]).save(root)
+    strays = [root / "snapshot-99-deadbeef", root / "CURRENT.tmp-0badf00d", root / "CURRENT.1a2b3c4d"]
+    strays[0].mkdir()
+    (strays[0] / "docs.npy.tmp-12345678").write_bytes(b"half")
+    for p in strays[1:]:
+        p.write_text("snapshot-99-deadbeef")
+    folder = LexicalIndex(["a", "b"], TEXTS[:2]).save(root)
+    assert sorted(p.name for p in root.iterdir()) == sorted(["lock", "CURRENT", folder.name])
+    assert LexicalIndex.load(root).ids == ["a", "b"]
+
+
+def test_every_snapshot_file_reaches_the_disk_before_current_names_it(tmp_path, monkeypatch):
+    import os
+
+    events: list[tuple[str, int]] = []  # ("fsync", inode) and ("rename", inode of the file renamed)
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.fstat(fd).st_ino)), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("rename", os.stat(a).st_ino)), real_replace(a, b))[1])
+    root = tmp_path / "bm25"
+    folder = LexicalIndex(["a", "b"], TEXTS[:2]).save(root)
+    synced = [ino for what, ino in events if what == "fsync"]
+    files = [p.stat().st_ino for p in folder.iterdir()]
+    assert set(files) <= set(synced)  # every file of the snapshot
+    assert folder.stat().st_ino in synced and root.stat().st_ino in synced  # the folder's entries, and CURRENT's rename
+    named = events.index(("rename", (root / "CURRENT").stat().st_ino))
+    assert all(events.index(("fsync", ino)) < named for ino in files)
+    assert ("fsync", (root / "CURRENT").stat().st_ino) in events[:named]  # CURRENT's own text, before its rename
+
+
+def _corpus(db: str, ids: list[str], texts: list[str]):
+    from meve import MeVe
+    from meve.retrieval.chroma import chroma_client
+    from tests.fakes import FakeEmbedder, FakeScorer
+
+    m = MeVe.from_texts(texts, ids=ids, embedder=FakeEmbedder(), scorer=FakeScorer(), client=chroma_client(db), collection_name="bikes")
+    return m, lambda: MeVe.from_chroma(chroma_client(db).get_collection("bikes"), embedder=FakeEmbedder(), scorer=FakeScorer())
+
+
+@pytest.mark.parametrize(
+    ("part", "damage"),
+    [("CURRENT", b""), ("ids.json", b""), ("terms.json", b'["dr'), ("docs.npy", b"\x93NUMPY"), ("lengths.npy", b"")],
+    ids=["CURRENT-emptied", "ids-emptied", "terms-cut", "docs-cut", "lengths-emptied"],
+)
+def test_an_unreadable_snapshot_is_rebuilt_from_the_collection_with_a_warning(tmp_path, caplog, part, damage):
+    _, reopen = _corpus(str(tmp_path / "db"), [f"d{i}" for i in range(len(TEXTS))], TEXTS)
+    root = tmp_path / "db" / "meve" / "bikes" / "bm25"
+    target = root / part if part == "CURRENT" else root / (root / "CURRENT").read_text() / part
+    target.write_bytes(damage)
+    with caplog.at_level("WARNING", logger="meve"):
+        m = reopen()
+    assert "cannot be read" in caplog.text and "rebuilding it from the collection" in caplog.text
+    assert m.lexical.search("pneumatic tyre", 1)[0][0] == "d1" and len(m.lexical) == len(TEXTS)
+    assert LexicalIndex.load(root).ids == m.lexical.ids  # a whole snapshot replaced the damaged one
+
+
+def test_a_snapshot_that_lags_the_collection_is_corrected_on_open(tmp_path):
+    from meve.retrieval.chroma import chroma_client
+    from tests.fakes import FakeEmbedder
+
+    ids = [f"d{i}" for i in range(len(TEXTS))]
+    _, reopen = _corpus(str(tmp_path / "db"), ids, TEXTS)
+    # Another client deletes a row and adds one after the snapshot: the count is the same as the snapshot's.
+    raw = chroma_client(str(tmp_path / "db")).get_collection("bikes")
+    raw.delete(ids=["d2"])
+    raw.add(ids=["m0"], documents=[MORE[0]], embeddings=FakeEmbedder().encode([MORE[0]]))
+    m = reopen()
+    assert sorted(m.lexical.ids) == sorted(["d0", "d1", "d3", "m0"])
+    assert m.lexical.search("quokka island", 1)[0][0] == "m0"
+    assert m.lexical.search("sourdough wild yeast", 1) == []  # the deleted row is not found
+    raw.add(ids=["m1"], documents=[MORE[1]], embeddings=FakeEmbedder().encode([MORE[1]]))  # rows added only
+    assert "m1" in reopen().lexical

@@ -130,7 +130,7 @@ def test_add_texts_extends_dense_and_bm25():
     ids = m.add_texts(["Zebras have black and white stripes."])
     assert ids == ["doc-6"]
     assert m.run("zebras stripes").documents[0].id == "doc-6"
-    with pytest.raises(InputError, match="already indexed"):
+    with pytest.raises(InputError, match=r"with another text: \[.doc-0.\]"):
         m.add_texts(["x"], ids=["doc-0"])
 
 
@@ -285,7 +285,7 @@ def test_a_second_handle_cannot_overwrite_an_id_the_first_one_stored():
     a = MeVe.from_texts(CORPUS, embedder=FakeEmbedder(), scorer=FakeScorer(), client=client, collection_name="shared")
     b = MeVe.from_chroma(client.get_collection("shared"), embedder=FakeEmbedder(), scorer=FakeScorer())
     a.add_texts(["The Seine flows through Paris."], ids=["seine"])
-    with pytest.raises(InputError, match=r"'seine'.*another handle"):
+    with pytest.raises(InputError, match=r"with another text: \['seine'\]"):
         b.add_texts(["Bananas are yellow."], ids=["seine"])
     (stored,) = a.store.get(["seine"])
     assert stored.text == "The Seine flows through Paris."
@@ -314,10 +314,13 @@ def test_an_interrupted_ingestion_is_recorded_and_said_on_open(caplog):
     assert 0 < col.count() < len(CORPUS) and col.metadata["meve:complete"] is False
     with caplog.at_level("WARNING", logger="meve"):
         m = MeVe.from_chroma(col, embedder=FakeEmbedder(), scorer=FakeScorer())
-    assert "'partial' is incomplete" in caplog.text
+    assert "'partial' is incomplete" in caplog.text and "6 passage(s) from id 'doc-0'" in caplog.text
     n = col.count()
-    m.add_texts(CORPUS[n:], ids=[f"doc-{i}" for i in range(n, len(CORPUS))])
+    m.add_texts(["An unrelated passage."], ids=["other"])  # another ingestion's finish is not this one's
+    assert client.get_collection("partial").metadata["meve:complete"] is False
+    m.add_texts(CORPUS, ids=[f"doc-{i}" for i in range(len(CORPUS))])  # the same call again: the stored ones are skipped
     assert client.get_collection("partial").metadata["meve:complete"] is True
+    assert col.count() == len(CORPUS) + 1 and n < len(CORPUS)
     caplog.clear()
     with caplog.at_level("WARNING", logger="meve"):
         MeVe.from_chroma(client.get_collection("partial"), embedder=FakeEmbedder(), scorer=FakeScorer())
@@ -485,3 +488,69 @@ def test_one_nan_score_neither_empties_the_context_nor_comes_back_through_the_fa
     fb = build(config=cfg.replace(fallback=True, n_min=6, fallback_k=6), scorer=_NaNScorer()).run("Eiffel Tower completed 1889")
     assert fb.phase("fallback").info["triggered"] and "doc-0" not in [p.id for p in fb.documents]
     assert any(d.id == "doc-0" and "rejected by the verifier" in d.reason for d in fb.phase("fallback").dropped)  # no number is no evidence
+
+
+def test_adding_stored_ids_with_their_texts_again_is_a_no_op_and_another_text_is_refused():
+    emb = FakeEmbedder()
+    m = build(embedder=emb)
+    calls = emb.calls
+    assert m.add_texts(CORPUS[:2], ids=["doc-0", "doc-1"]) == ["doc-0", "doc-1"]  # a retry: nothing embedded, nothing stored
+    assert emb.calls == calls and m.store.count() == len(CORPUS)
+    m.add_texts([CORPUS[2], "Kiwis cannot fly."], ids=["doc-2", "kiwi"])  # one stored, one new
+    assert emb.calls == calls + 1 and m.store.count() == len(CORPUS) + 1 and m.run("kiwis fly").documents[0].id == "kiwi"
+    calls = emb.calls
+    with pytest.raises(InputError, match=r"with another text: \['doc-3'\]"):
+        m.add_texts(["Lemons are sour.", "Bananas are yellow."], ids=["lemon", "doc-3"])
+    assert emb.calls == calls and m.store.count() == len(CORPUS) + 1  # refused before anything was embedded or stored
+    (banana,) = m.store.get(["doc-3"])
+    assert banana.text == CORPUS[3]
+
+
+def test_a_retry_after_chroma_stored_a_batch_that_bm25_never_saw_is_accepted():
+    client = chroma_client()
+    m = MeVe.from_texts(CORPUS, embedder=FakeEmbedder(), scorer=FakeScorer(), client=client, collection_name="retry")
+    texts, ids = ["Kiwis cannot fly.", "Penguins swim."], ["kiwi", "penguin"]
+    # What a crash leaves: Chroma stored the batch, the writer died before BM25 (or its caller) saw it.
+    client.get_collection("retry").add(ids=ids, documents=texts, embeddings=FakeEmbedder().encode(texts))
+    assert m.add_texts(texts, ids=ids) == ids
+    assert m.store.count() == len(CORPUS) + 2 and m.lexical.search("penguins swim", 1)[0][0] == "penguin"
+
+
+class _Paused(FakeEmbedder):
+    """A fake embedder that waits, mid-ingestion, until the test lets it go on: a writer still writing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.inside, self.go = threading.Event(), threading.Event()
+
+    def encode(self, texts):
+        if texts != ["warm up"] and not self.go.is_set():
+            self.inside.set()
+            assert self.go.wait(30)
+        return super().encode(texts)
+
+
+def test_one_writers_finish_does_not_mark_another_writers_ingestion_complete(caplog):
+    import threading
+
+    client = chroma_client()
+    MeVe.from_texts(CORPUS, embedder=FakeEmbedder(), scorer=FakeScorer(), client=client, collection_name="two-writers")
+    slow = _Paused()
+    a = MeVe.from_chroma(client.get_collection("two-writers"), embedder=slow, scorer=FakeScorer())
+    b = MeVe.from_chroma(client.get_collection("two-writers"), embedder=FakeEmbedder(), scorer=FakeScorer())
+    writing = threading.Thread(target=a.add_texts, args=(["Kiwis cannot fly."],), kwargs={"ids": ["kiwi"]})
+    writing.start()
+    try:
+        assert slow.inside.wait(30)
+        b.add_texts(["Penguins swim."], ids=["penguin"])  # finishes while a is still writing
+        assert client.get_collection("two-writers").metadata["meve:complete"] is False
+        with caplog.at_level("WARNING", logger="meve"):
+            MeVe.from_chroma(client.get_collection("two-writers"), embedder=FakeEmbedder(), scorer=FakeScorer())
+        assert "1 passage(s) from id 'kiwi'" in caplog.text and "penguin" not in caplog.text
+    finally:
+        slow.go.set()
+        writing.join(30)
+    assert client.get_collection("two-writers").metadata["meve:complete"] is True
+    assert {"kiwi", "penguin"} <= set(a.store.ids())

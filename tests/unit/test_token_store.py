@@ -3,8 +3,10 @@ and recovery from a writer that died mid-append (no model: vectors are random un
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,3 +132,69 @@ def test_processes_appending_at_once_never_interleave(pq, tmp_path):
             expected = _unit(rng, 2 + i % 5)
             np.testing.assert_array_equal(s.get(text_key(f"w{w}-{i}")), pq.decode(pq.encode(expected)))
     assert os.path.getsize(os.path.join(folder, "codes.bin")) == sum(2 + i % 5 for i in range(20)) * 3 * pq.m
+
+
+@pytest.mark.parametrize("meta", [b"", b'{"format": 1, "m": 3'], ids=["emptied", "cut-short"])
+def test_an_unreadable_meta_is_replaced_and_the_vectors_beside_it_dropped(pq, tmp_path, caplog, meta):
+    rng = np.random.default_rng(5)
+    folder = tmp_path / "tok"
+    TokenStore(folder, pq).put_many([(text_key("old"), _unit(rng, 3))])
+    (folder / "meta.json").write_bytes(meta)
+    (folder / "meta.json.tmp-0badf00d").write_bytes(b'{"form')  # what a process killed while writing it left
+    with caplog.at_level("WARNING", logger="meve"):
+        s = TokenStore(folder, pq)
+    # Which codebook wrote the old vectors cannot be known: they are dropped (re-encoded when a query needs them).
+    assert "cannot be read" in caplog.text and len(s) == 0 and s.get(text_key("old")) is None
+    assert json.loads((folder / "meta.json").read_text())["codebook"] == pq.digest
+    assert sorted(p.name for p in folder.iterdir()) == ["lock", "meta.json"]
+    fresh = _unit(rng, 2)
+    s.put_many([(text_key("new"), fresh)])
+    np.testing.assert_array_equal(TokenStore(folder, pq).get(text_key("new")), pq.decode(pq.encode(fresh)))
+
+
+KILLED_MID_APPEND = """
+import os, signal, sys
+import numpy as np
+sys.path[:0] = [{shared!r}]
+from meve.scoring import token_store
+from meve.scoring.token_store import ProductQuantizer, TokenStore
+
+pq = ProductQuantizer(np.load({centroids!r}))
+store = TokenStore({folder!r}, pq)
+rng = np.random.default_rng(7)
+for i in range(3):
+    store.put_codes([(f"{{i:040x}}", rng.integers(0, pq.k, size=(4, pq.m), dtype=np.uint8))])
+    print(f"ACK {{i}}", flush=True)
+real = token_store._append
+
+def half_then_die(path, data):  # the chosen point: half of this file's append is on disk
+    if path.name == {name!r}:
+        real(path, data[: len(data) // 2 + 1])
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(path, data)
+
+token_store._append = half_then_die
+store.put_codes([("f" * 40, rng.integers(0, pq.k, size=(4, pq.m), dtype=np.uint8))])
+"""
+
+
+@pytest.mark.parametrize("name", ["codes.bin", "index.bin"])
+def test_a_writer_killed_mid_append_loses_only_its_unfinished_entry(pq, tmp_path, name):
+    import subprocess
+    import sys
+
+    np.save(tmp_path / "c.npy", pq.centroids)
+    shared = str(Path(__file__).resolve().parents[2] / "shared")
+    code = KILLED_MID_APPEND.format(shared=shared, centroids=str(tmp_path / "c.npy"), folder=str(tmp_path / "tok"), name=name)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == -9 and out.stdout.split() == ["ACK", "0", "ACK", "1", "ACK", "2"], out.stderr[-2000:]
+    rng = np.random.default_rng(7)
+    expected = [rng.integers(0, pq.k, size=(4, pq.m), dtype=np.uint8) for _ in range(3)]
+    s = TokenStore(tmp_path / "tok", pq)
+    assert len(s) == 3 and ("f" * 40) not in s
+    for i, codes in enumerate(expected):
+        np.testing.assert_array_equal(s.get(f"{i:040x}"), pq.decode(codes))
+    s.put_codes([("e" * 40, expected[0])])  # the next append starts where the last whole entry ends
+    again = TokenStore(tmp_path / "tok", pq)
+    np.testing.assert_array_equal(again.get("e" * 40), pq.decode(expected[0]))
+    assert (tmp_path / "tok" / "codes.bin").stat().st_size == 4 * 4 * pq.m

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["calibration_file", "collection_name", "integer", "nonblank", "path_text", "role", "session", "share", "timestamp", "unit"]
-
-# Chroma's rule for collection names, checked here so a bad one is refused before anything opens.
-_COLLECTION = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{1,510})[A-Za-z0-9]$")
-_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 
 
 def integer(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
@@ -64,11 +59,13 @@ def path_text(text: str) -> str:
 
 
 def collection_name(text: str) -> str:
-    """A Chroma collection name: 3-512 letters, digits, '.', '_' or '-', starting and ending with a letter or digit."""
-    if not _COLLECTION.match(text) or ".." in text or _IPV4.match(text):
-        allowed = "3-512 letters, digits, '.', '_' or '-', starting and ending with a letter or digit, no '..' (Chroma's rule)"
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected {allowed}")
-    return text
+    """A Chroma collection name (the API's rule: :func:`meve.retrieval.chroma.check_collection_name`)."""
+    from meve.retrieval.chroma import COLLECTION_RULE, check_collection_name
+
+    try:
+        return check_collection_name(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected {COLLECTION_RULE}") from None
 
 
 def role(text: str) -> str:

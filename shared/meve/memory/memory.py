@@ -32,7 +32,7 @@ from meve.core.tokens import TokenCounter, get_token_counter
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import ROLES, MemoryContext, Turn
 from meve.memory.select import decide_dates, fuse, rank, select_turns, signal_weights, turn_traces
-from meve.memory.session import EPOCH, SessionStore, legacy_key, new_order_key, time_order, validate_session_id
+from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
@@ -68,11 +68,11 @@ class MomentaryMemory:
         candidate_pool: int = 256,
         create: bool = True,
     ) -> None:
-        """``create=False`` opens an existing session only (read-only callers): an unknown
-        session raises :class:`StoreError` naming the sessions that exist, and nothing is created."""
+        """``create=False`` opens an existing session only: an unknown one raises StoreError naming those that exist."""
         self.session_id = validate_session_id(session_id)
         if path is not None and client is not None:
             raise InputError("give either path= or client=, not both")
+        check_place(path, collection_prefix, create=create)  # before any model loads or any file is written
         self.config = config if config is not None else MemoryConfig()
         if not isinstance(self.config, MemoryConfig):
             raise InputError(f"config must be a MemoryConfig, got {type(self.config).__name__}")

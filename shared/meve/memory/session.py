@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.errors import InputError, StoreError
+from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
 from meve.memory.records import Turn
-from meve.retrieval.chroma import chroma_call
+from meve.retrieval.chroma import COLLECTION_RULE, check_collection_name, check_directory, chroma_call
 from meve.scoring.protocols import Embedder
 
-__all__ = ["EPOCH", "PAGE", "SessionStore", "list_sessions", "new_order_key", "parse_timestamp", "time_order", "validate_session_id"]
+__all__ = ["EPOCH", "PAGE", "SessionStore", "check_place", "list_sessions", "new_order_key", "parse_timestamp", "time_order", "validate_session_id"]
 
 PAGE = 1000  # rows per Chroma read or write: SQLite refuses statements with 32,767+ variables
 EPOCH = "epoch"  # the heads row that deletions bump; every other heads row belongs to one writing handle
@@ -36,6 +36,19 @@ def validate_session_id(session_id: Any) -> str:
     if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 256 or any(ord(ch) < 32 for ch in session_id):
         raise InputError(f"session_id={session_id!r} is not allowed: expected a non-empty str of at most 256 printable characters")
     return session_id
+
+
+def check_place(path: object, prefix: object, *, create: bool) -> None:
+    """Where a memory would be stored, checked before anything loads or is written: ``path`` as a
+    Chroma directory (:func:`~meve.retrieval.chroma.check_directory`; an empty one would put
+    Chroma's files at the filesystem root), and a ``collection_prefix`` whose collection names
+    (``<prefix>-<16 hex>-<embedder>``, ``<prefix>-<16 hex>.heads``) Chroma accepts."""
+    if path is not None:
+        check_directory(path, create=create)
+    try:
+        check_collection_name(f"{prefix}-{'0' * 16}.heads" if isinstance(prefix, str) and prefix else None)
+    except ConfigError:
+        raise ConfigError("collection_prefix", prefix, f"the start of a Chroma collection name ({COLLECTION_RULE}; at most 490 characters)") from None
 
 
 def describe(client: Any) -> str:
@@ -54,7 +67,7 @@ def describe(client: Any) -> str:
 def list_sessions(client: Any) -> list[str]:
     """Session ids that have a memory in this Chroma client (read from collection metadata; no model loads)."""
     found = set()
-    for col in client.list_collections():
+    for col in chroma_call("list collections", client.list_collections):
         sid = (getattr(col, "metadata", None) or {}).get("meve:session_id")
         if sid is not None:
             found.add(str(sid))
@@ -106,7 +119,7 @@ class SessionStore:
         self.where = repr(path) if path is not None else describe(client)
         self._path_note = f" in {path!r}" if path is not None else ""
         digest = hashlib.sha1(session_id.encode()).hexdigest()[:16]
-        existing = {c.name for c in client.list_collections()} if not create else set()
+        existing = {c.name for c in self.call("list collections", client.list_collections)} if not create else set()
         self.collections = [self._open_turns(f"{prefix}-{digest}-{_slug(e.name)}", e.name, existing, create) for e in embedders]
         self.heads = self._open_heads(f"{prefix}-{digest}.heads", existing, create)
 
@@ -118,7 +131,10 @@ class SessionStore:
             )
         meta = {"hnsw:space": "cosine", "meve:session_id": self.session_id, "meve:embedder": embedder}
         # A read-only open only gets: it never creates a collection or rewrites its metadata.
-        col = self.client.get_or_create_collection(name, metadata=meta, embedding_function=None) if create else self.client.get_collection(name)
+        if create:
+            col = self.call("open the turns collection", self.client.get_or_create_collection, name, metadata=meta, embedding_function=None)
+        else:
+            col = self.call("open the turns collection", self.client.get_collection, name)
         stored = (col.metadata or {}).get("meve:session_id")
         if stored != self.session_id:
             raise StoreError(f"collection {name!r} belongs to session {stored!r}, not {self.session_id!r}")

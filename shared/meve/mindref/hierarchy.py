@@ -40,7 +40,7 @@ from meve.mindref.locate import ExactIndex, Span
 from meve.retrieval.bm25 import IncrementalBM25, top_k
 from meve.retrieval.chroma import check_embedder, chroma_call, similarities
 from meve.retrieval.fusion import rrf
-from meve.retrieval.store import ChromaStore
+from meve.retrieval.store import ChromaStore, Ingestion
 from meve.scoring.embedders import embedder_dimension
 from meve.scoring.protocols import Embedder, Scorer
 
@@ -199,7 +199,8 @@ class Hierarchy:
             raise InputError(f"documents already stored: {sorted(set(clash))[:5]}; use new ids")
         windows = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, self.passage_tokens, self.counter)]
         bar = tqdm(total=len(windows) + len(documents), desc="meve: embedding windows", unit="text", disable=not show_progress)
-        self._doc_store.mark_complete(False)  # cleared when every document is stored: a crash leaves the mark
+        ingestion = Ingestion([d.id for d in documents])
+        self._doc_store.record_ingestion(ingestion, writing=True)  # ended when every document is stored: a crash leaves the mark
         try:
             for start in range(0, len(windows), batch_size):
                 batch = windows[start : start + batch_size]
@@ -219,7 +220,7 @@ class Hierarchy:
                 bar.update(len(docs))
         finally:
             bar.close()
-        self._doc_store.mark_complete(True)
+        self._doc_store.record_ingestion(ingestion, writing=False)
 
     # -- document stage -------------------------------------------------------------------
     def nearest_windows(self, query_vec: np.ndarray) -> dict[str, float]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,16 +23,14 @@ from meve.pipeline.persist import Snapshots, check_index_dir, index_dir_for, ope
 from meve.pipeline.retrieve import Retriever
 from meve.pipeline.runner import PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
-from meve.retrieval.chroma import check_embedder, chroma_call, chroma_client, unique_collection_name
+from meve.retrieval.chroma import check_collection_name, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.retrieval.lexical import Lexical, LexicalIndex
-from meve.retrieval.store import ChromaStore, PassageStore
+from meve.retrieval.store import ChromaStore, Ingestion, PassageStore, log_unfinished, refuse_changed, stored_texts
 from meve.scoring.embedders import default_embedder, embedder_dimension
 from meve.scoring.protocols import Embedder, Scorer, Scoring, SharedPass
 from meve.scoring.resolve import Models, ScorerSpec, warm_up_scorer
 
 __all__ = ["MeVe"]
-
-log = logging.getLogger("meve")
 
 
 class MeVe(Retriever):
@@ -134,24 +131,21 @@ class MeVe(Retriever):
         (:mod:`meve.pipeline.persist`); by default beside a persistent collection, else nowhere."""
         texts, ids_, metas = check_texts(texts, ids, metadatas)
         asked_dir = check_index_dir(index_dir)
+        if collection_name is not None:
+            check_collection_name(collection_name)  # before any model loads or anything is written
         if not texts:
             raise InputError("texts is empty: give at least one passage to index (or use MeVe.from_chroma on an existing collection)")
         embedder = embedder if embedder is not None else default_embedder()
         dim = embedder_dimension(embedder)
         owned = client is None and collection_name is None  # nobody else can name it: close() drops it
         client = client if client is not None else chroma_client()
-        collection = client.get_or_create_collection(
-            collection_name or unique_collection_name(),
-            metadata={"hnsw:space": "cosine", "meve:embedder": embedder.name},
-            embedding_function=None,
-        )
+        name = collection_name or unique_collection_name()
+        metadata = {"hnsw:space": "cosine", "meve:embedder": embedder.name}
+        collection = chroma_call(f"open collection {name!r}", client.get_or_create_collection, name, metadata=metadata, embedding_function=None)
         check_embedder(collection, embedder)
         store = ChromaStore(collection, dimension=dim)
         where = index_dir_for(collection, asked_dir)
         lexical, snapshots = open_lexical(store, where, bm25_backend)
-        clash = [pid for pid in ids_ if pid in lexical]
-        if clash:
-            raise InputError(f"ids already in collection {collection.name!r}: {sorted(clash)[:5]}; use new ids")
         # A collection made in its own in-memory client under a name nobody was told: nothing else writes to it.
         meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter, follow_replicas=not owned)
         meve._persist(where, snapshots)
@@ -176,18 +170,14 @@ class MeVe(Retriever):
         the snapshot beside it and caught up (``index_dir`` as in :meth:`from_texts`).
 
         The collection's recorded embedder must be this one (vectors of another model are not
-        comparable even at the same dimension). A corpus whose ingestion did not finish (a crash
-        inside ``from_texts``/``add_texts``) opens with a logged warning saying so."""
+        comparable even at the same dimension). A corpus with an ingestion that has not finished (a
+        crash inside ``from_texts``/``add_texts``, or another process still adding) opens with a
+        logged warning per ingestion saying so."""
         asked_dir = check_index_dir(index_dir)
         embedder = embedder if embedder is not None else default_embedder()
         check_embedder(collection, embedder)
-        if (collection.metadata or {}).get("meve:complete") is False:
-            log.warning(
-                "collection %r is incomplete: an ingestion into it did not finish, so some passages may be missing; "
-                "re-add them (ids already stored are refused)",
-                collection.name,
-            )
         store = ChromaStore(collection, dimension=embedder_dimension(embedder))
+        log_unfinished(collection.name, store.metadata())
         where = index_dir_for(collection, asked_dir)
         lexical, snapshots = open_lexical(store, where, bm25_backend)
         meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
@@ -225,6 +215,8 @@ class MeVe(Retriever):
         ``client`` is given). Documents already in those collections are loaded, so a persistent
         corpus reopens with ``documents=[]``. A query embeds once and only looks things up."""
         cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
+        if collection_name is not None:
+            check_collection_name(collection_name)  # before any model loads or anything is written
         docs = documents_from(documents)
         if not docs and collection_name is None:
             raise InputError("documents is empty: give at least one (doc_id, title, text) document (or a collection_name that holds some)")
@@ -262,22 +254,36 @@ class MeVe(Retriever):
         show_progress: bool = False,
         batch_size: int = 256,
     ) -> list[str]:
-        """Embed and store more passages (ids as :meth:`from_texts`); returns their ids."""
+        """Embed and store more passages (ids as :meth:`from_texts`); returns their ids.
+
+        An id the collection already holds with the same text is skipped, so the same call can be
+        run again after a crash; one it holds with another text is refused, naming it."""
         if self.store is None:
             raise InputError("this MeVe was built with from_documents; it has no passage store to add texts to")
         texts, ids_, metas = check_texts(texts, ids, metadatas, start=self.store.count())
-        clash = [pid for pid in ids_ if pid in self.lexical]
-        if clash:
-            raise InputError(f"ids already indexed: {sorted(clash)[:5]}; use new ids")
         self._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return ids_
+
+    def _retried(self, texts: list[str], ids: list[str]) -> set[str]:
+        """The ids the store already holds with these texts (a retry: nothing to embed); refuses
+        ids it holds with another text before anything is embedded. BM25 learns the stored ones
+        (a crash can come after Chroma stored a batch and before BM25 saw it)."""
+        assert self.store is not None
+        stored = stored_texts(self.store, ids)
+        refuse_changed(getattr(getattr(self.store, "collection", None), "name", "the store"), ids, texts, stored)
+        self.lexical.add(list(stored), list(stored.values()))
+        return set(stored)
 
     def _ingest(self, texts: list[str], ids: list[str], metas: list[dict[str, Any] | None], *, show_progress: bool, batch_size: int) -> None:
         from tqdm.auto import tqdm
 
         assert self.store is not None, "ingestion needs a passage store"
+        ingestion = Ingestion(ids)
+        done = self._retried(texts, ids)
+        rows = [i for i, pid in enumerate(ids) if pid not in done]
+        texts, ids, metas = [texts[i] for i in rows], [ids[i] for i in rows], [metas[i] for i in rows]
         bar = tqdm(total=len(texts), desc="meve: embedding", unit="passage", disable=not show_progress)
-        self._mark_complete(False)  # cleared only when every batch is stored: a crash leaves the mark
+        self._record(ingestion, writing=True)  # ended only when every batch is stored: a crash leaves the mark
         try:
             key = stamp_key(self.token_counter)
             for start in range(0, len(texts), batch_size):
@@ -293,12 +299,12 @@ class MeVe(Retriever):
                 bar.update(len(texts[sl]))
         finally:
             bar.close()
-        self._mark_complete(True)
+        self._record(ingestion, writing=False)
         self._snapshots.save_if_due(self.lexical)
 
-    def _mark_complete(self, complete: bool) -> None:
+    def _record(self, ingestion: Ingestion, *, writing: bool) -> None:
         if isinstance(self.store, ChromaStore):  # a LangChain VectorStore keeps no collection metadata
-            self.store.mark_complete(complete)
+            self.store.record_ingestion(ingestion, writing)
 
     # -- models ------------------------------------------------------------------------
     @property

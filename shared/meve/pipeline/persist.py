@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from meve.core.errors import ConfigError
+from meve.core.errors import ConfigError, StoreError
 from meve.core.heap import trim
 from meve.core.logs import log
 from meve.retrieval.lexical import Lexical, LexicalIndex
@@ -46,26 +46,49 @@ def index_dir_for(collection: Any, index_dir: Path | None) -> Path | None:
 
 
 def open_lexical(store: ChromaStore, directory: Path | None, backend: str) -> tuple[LexicalIndex, Snapshots]:
-    """The BM25 index over ``store``: the last snapshot under ``directory`` caught up with the rows
-    added since (a replica's start reads only those), else built from every row (and saved). A
-    collection with fewer rows than the snapshot lost some, so the snapshot is rebuilt; rows that
-    another writer deletes while this index is open are not seen (as for any open replica)."""
+    """The BM25 index over ``store``: the last snapshot under ``directory`` corrected to the
+    collection's ids (the rows added since are indexed; rows deleted since make it rebuild), else
+    built from every row (and saved). A snapshot that cannot be read is rebuilt, with a warning.
+    Rows that another writer deletes while this index is open are not seen (as for any open replica)."""
     snaps = Snapshots(directory / "bm25" if directory is not None and backend == "incremental" else None)
-    lexical = LexicalIndex.load(snaps.path) if snaps.path is not None else None
-    total = store.count()
-    if lexical is not None and total < len(lexical):
-        # Rows were deleted since the snapshot (e.g. `meve index --replace`): it would still find them.
-        log.info("meve: the collection holds fewer rows than the BM25 snapshot in %s; rebuilding it", snaps.path)
-        lexical = None
+    lexical = _loaded(snaps.path)
     if lexical is not None:
-        snaps.rows = len(lexical.ids)
-        added = lexical.catch_up(store)
-        log.info("meve: BM25 snapshot of %d rows loaded from %s, %d added since", snaps.rows, snaps.path, added)
-    else:
-        ids, texts = store.documents() if total else ([], [])
+        snaps.rows = len(lexical)
+        lexical = _corrected(lexical, store, snaps.path)
+    if lexical is None:
+        snaps.rows = 0  # rebuilt: the next save_if_due replaces the snapshot
+        ids, texts = store.documents() if store.count() else ([], [])
         lexical = LexicalIndex(ids, texts, backend)
     snaps.save_if_due(lexical)
     return lexical, snaps
+
+
+def _loaded(path: Path | None) -> LexicalIndex | None:
+    """The snapshot at ``path``; None when there is none, or (with a warning) when it cannot be read."""
+    if path is None:
+        return None
+    try:
+        return LexicalIndex.load(path)
+    except StoreError as exc:
+        log.warning("meve: %s; rebuilding it from the collection", str(exc).split("; delete")[0])
+        return None
+
+
+def _corrected(lexical: LexicalIndex, store: ChromaStore, path: Path | None) -> LexicalIndex | None:
+    """``lexical`` (a loaded snapshot) with the rows the collection gained since, or None when it
+    lost some (the snapshot would still find them: rebuild). One read of every id, then the texts
+    of the new ones only."""
+    stored = store.ids()
+    have = set(stored)
+    gone = sum(1 for pid in lexical.ids if pid not in have)
+    if gone:
+        log.info("meve: %d row(s) of the BM25 snapshot in %s are no longer in the collection; rebuilding it", gone, path)
+        return None
+    texts = store.stored_texts([pid for pid in stored if pid not in lexical])
+    new = [pid for pid in stored if pid in texts]  # in stored order; a row deleted meanwhile is left out
+    lexical.add(new, [texts[pid] for pid in new])
+    log.info("meve: BM25 snapshot of %d rows loaded from %s, %d added since", len(lexical) - len(new), path, len(new))
+    return lexical
 
 
 class Snapshots:

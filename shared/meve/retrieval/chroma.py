@@ -1,24 +1,31 @@
 """Chroma plumbing every store shares: clients (embedded, shared per directory, HTTP with a
-timeout), one error translation, collection names and the embedder check."""
+timeout), one error translation (every meve call on an embedded directory under its lock,
+:mod:`meve.retrieval.directory`), collection names and the embedder check."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
+from meve.retrieval.directory import WRITES, directory_lock, lock_at, no_writer
 
 __all__ = [
     "acquire_client",
+    "check_collection_name",
+    "check_directory",
     "check_embedder",
+    "check_path",
     "chroma_call",
     "chroma_client",
     "chroma_http_client",
@@ -45,30 +52,73 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     settings = Settings(anonymized_telemetry=False)
     if path is None:
         return chromadb.EphemeralClient(settings=settings)
-    where = _directory(path, create=create)
+    where = check_directory(path, create=create)
     if not where.exists():
         try:
             where.mkdir(parents=True)
         except OSError as exc:
             raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
-    if not os.access(where, os.R_OK | os.W_OK | os.X_OK):
-        raise StoreError(f"db path {str(path)!r} is not readable and writable by this user; Chroma writes even to read, so fix its permissions or copy it")
-    db = where / "chroma.sqlite3"
-    if db.exists() and not os.access(db, os.R_OK | os.W_OK):
-        raise StoreError(f"{str(db)!r} is not readable and writable by this user; fix its permissions")
     # An instance this process already runs on the directory is reused under its own spelling of
     # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
     opened = _open_system(where)
     directory, settings = opened if opened is not None else (str(path), settings)
     try:
-        return chromadb.PersistentClient(path=directory, settings=settings)
+        # Started under the lock: the instance then knows which writes it has seen.
+        with lock_at(where).hold(write=False):
+            return chromadb.PersistentClient(path=directory, settings=settings)
+    except StoreError:
+        raise
     except Exception as exc:
         raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
 
 
+def check_path(path: object, what: str = "path") -> Path:
+    """``path`` as a Path, or ConfigError naming it: a str or PathLike that says something (an
+    empty one would put Chroma's files in the working directory, or at ``/``)."""
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike) or not str(path).strip():
+        raise ConfigError(what, path, "a directory path (str or PathLike); an empty one would write into the working directory")
+    return Path(path)
+
+
+# Chroma's rule for collection names (checked by chromadb only when a collection is created, after a
+# model may have loaded): 3-512 letters, digits, '.', '_' or '-', letter or digit at both ends.
+_COLLECTION = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{1,510})[A-Za-z0-9]")
+_IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+COLLECTION_RULE = "3-512 letters, digits, '.', '_' or '-', starting and ending with a letter or digit, no '..', not an IPv4 address (Chroma's rule)"
+
+
+def check_collection_name(name: object, what: str = "collection_name") -> str:
+    """``name`` if Chroma accepts it as a collection name, else ConfigError naming it."""
+    if not isinstance(name, str) or not _COLLECTION.fullmatch(name) or ".." in name or _IPV4.fullmatch(name):
+        raise ConfigError(what, name, COLLECTION_RULE)
+    return name
+
+
+def check_directory(path: object, *, create: bool = True) -> Path:
+    """``path`` expanded, checked as a Chroma directory without creating anything: ConfigError for
+    an empty path; StoreError for a file, a directory this user cannot write (Chroma writes even to
+    read) or, when ``create`` is False, one that does not exist; a missing one needs a writable parent."""
+    where = check_path(path).expanduser()
+    if where.exists() and not where.is_dir():
+        raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
+    if not create and not where.exists():
+        raise StoreError(f"no Chroma directory at {str(path)!r}; check the path (or create it with `meve index` / by adding data)")
+    if where.exists():
+        if not os.access(where, os.R_OK | os.W_OK | os.X_OK):
+            raise StoreError(f"db path {str(path)!r} is not readable and writable by this user; Chroma writes even to read, so fix its permissions or copy it")
+        db = where / "chroma.sqlite3"
+        if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+            raise StoreError(f"{str(db)!r} is not readable and writable by this user; fix its permissions")
+        return where
+    parent = next(p for p in where.absolute().parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {str(parent)!r} is not a directory this user can write to; choose another path")
+    return where
+
+
 def _directory(path: str | os.PathLike[str], *, create: bool) -> Path:
-    """``path`` expanded, refused when it is a file, or (``create=False``) when it does not exist."""
-    where = Path(path).expanduser()
+    """``path`` expanded, refused when it is empty, a file, or (``create=False``) missing."""
+    where = check_path(path).expanduser()
     if where.exists() and not where.is_dir():
         raise StoreError(f"db path {str(path)!r} is a file, not a directory; Chroma keeps several files there, so give a directory path")
     if not create and not where.exists():
@@ -124,7 +174,9 @@ def release_client(path: str | os.PathLike[str]) -> None:
         if owned.started:
             system = SharedSystemClient._identifier_to_system.pop(owned.client._identifier, None)
             if system is not None:
-                system.stop()
+                # Stopping may write its index: never beside another process's load (a deleted directory has no one to wait for).
+                with lock_at(key).hold(write=False) if key.is_dir() else nullcontext():
+                    system.stop()
 
 
 @contextmanager
@@ -133,23 +185,36 @@ def read_only_copy(path: str | os.PathLike[str]) -> Iterator[str]:
 
     Chroma writes to its files whenever a client opens them (a lock row in its SQLite file, index
     flushes), and has no read-only client (chroma-core/chroma#1438); reading the copy leaves the
-    directory as it was, byte for byte, and also works on one this user cannot write to. It costs a
-    copy of the directory, so it is for the command line's inspection commands, not for a service.
+    directory as it was, byte for byte, and also works on one this user cannot write to (the copy
+    is made writable). It is copied while no meve process writes there, so it is whole; errors
+    name ``path``, not the copy. It costs a copy of the directory, so it is for the command line's
+    inspection commands, not for a service.
     """
     where = _directory(path, create=False)
     with tempfile.TemporaryDirectory(prefix="meve-read-") as tmp:
         copy = Path(tmp) / where.name
         try:
-            shutil.copytree(where, copy)
+            with no_writer(where):
+                shutil.copytree(where, copy)
+            _let_owner_write(copy)
         except OSError as exc:
             raise StoreError(f"cannot read the Chroma directory {str(path)!r}: {exc}") from exc
-        acquire_client(copy, create=False)
         try:
-            yield str(copy)
-        except StoreError as exc:  # name the user's directory, not the copy
-            raise StoreError(str(exc).replace(str(copy), str(path))) from exc
-        finally:
-            release_client(copy)
+            acquire_client(copy, create=False)
+            try:
+                yield str(copy)
+            finally:
+                release_client(copy)
+        except (InputError, StoreError) as exc:  # name the user's directory, not the copy
+            raise type(exc)(str(exc).replace(str(copy), str(path))) from exc
+
+
+def _let_owner_write(root: Path) -> None:
+    """Give the owner write access to everything under ``root``: a copy keeps the modes of a
+    read-only source, and Chroma (and the copy's removal) must write there."""
+    for folder, _dirs, files in os.walk(root):
+        for p in (Path(folder), *(Path(folder) / f for f in files)):
+            p.chmod(p.stat().st_mode | stat.S_IWUSR | (stat.S_IXUSR if p.is_dir() else 0))
 
 
 def chroma_http_client(
@@ -216,10 +281,13 @@ def _open_system(where: Path) -> tuple[str, Any] | None:
 
 
 def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, a Chroma call; any failure but meve's own (server down, corrupt
-    directory, rejected write) becomes a StoreError saying what was being done, with the cause kept."""
+    """``fn(*args, **kwargs)``, a Chroma call (a method of a collection or a client); on an
+    embedded directory it runs under the directory's lock (:mod:`meve.retrieval.directory`). Any failure
+    but meve's own (server down, corrupt directory, rejected write) becomes a StoreError saying
+    what was being done, with the cause kept."""
     try:
-        return fn(*args, **kwargs)
+        with directory_lock(getattr(fn, "__self__", None), write=getattr(fn, "__name__", "") in WRITES):
+            return fn(*args, **kwargs)
     except (InputError, StoreError):
         raise
     except Exception as exc:

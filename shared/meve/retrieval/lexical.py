@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from meve.core.durable import write_atomically
 from meve.core.errors import ConfigError, StoreError
 from meve.core.records import Passage
 from meve.retrieval.bm25 import DEFAULT_BM25, BM25Backend, IncrementalBM25, make_bm25, top_k
@@ -73,33 +74,36 @@ class LexicalIndex:
 
     def save(self, directory: str | Path) -> Path:
         """Write a snapshot of the index under ``directory`` and return its folder. The snapshot is
-        written whole into a new folder and then named in ``CURRENT`` (an atomic rename), so a
-        reader never sees half of one; older snapshots are removed after."""
+        written whole into a new folder, flushed to disk, and then named in ``CURRENT`` (written
+        and renamed the same way), so a crash leaves the last snapshot or this one, never half of
+        one. Savers take turns under the folder's lock, so whatever else is there is left by one
+        that was killed: it is removed, and so is the previous snapshot once this one is named."""
         if not isinstance(self.backend, IncrementalBM25):
             raise ConfigError("bm25_backend", self.backend_name, "'incremental' (the only backend whose index can be saved)")
         root = Path(directory)
+        root.mkdir(parents=True, exist_ok=True)
         with self._lock:
             terms, arrays = self.backend.arrays()
             ids = list(self.ids)
-        folder = root / f"snapshot-{len(ids)}-{uuid.uuid4().hex[:8]}"
-        folder.mkdir(parents=True)
-        for name, arr in arrays.items():
-            np.save(folder / f"{name}.npy", arr)
-        (folder / "terms.json").write_text(json.dumps(terms), encoding="utf-8")
-        (folder / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
-        with _locked(root, fcntl.LOCK_EX):  # two savers must not delete each other's snapshot
-            tmp = root / f"CURRENT.{uuid.uuid4().hex[:8]}"
-            tmp.write_text(folder.name, encoding="utf-8")
-            os.replace(tmp, root / "CURRENT")
-            for old in root.glob("snapshot-*"):
-                if old != folder:
-                    shutil.rmtree(old, ignore_errors=True)
+        with _locked(root, fcntl.LOCK_EX):
+            previous = _current(root)
+            for stray in (p for p in root.iterdir() if p.name not in ("lock", "CURRENT", previous)):
+                shutil.rmtree(stray) if stray.is_dir() else stray.unlink()
+            folder = root / f"snapshot-{len(ids)}-{uuid.uuid4().hex[:8]}"
+            folder.mkdir()
+            for name, arr in arrays.items():
+                write_atomically(folder / f"{name}.npy", partial(np.save, arr=arr))
+            write_atomically(folder / "terms.json", json.dumps(terms).encode("utf-8"))
+            write_atomically(folder / "ids.json", json.dumps(ids).encode("utf-8"))
+            write_atomically(root / "CURRENT", folder.name.encode("utf-8"))
+            if previous:
+                shutil.rmtree(root / previous, ignore_errors=True)
         return folder
 
     @classmethod
     def load(cls, directory: str | Path) -> LexicalIndex | None:
         """The snapshot :meth:`save` last completed under ``directory`` (memory-mapped), or None if
-        there is none yet."""
+        there is none yet; StoreError if it cannot be read or does not add up."""
         current = Path(directory) / "CURRENT"
         if not current.exists():
             return None
@@ -111,7 +115,8 @@ class LexicalIndex:
                 arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("indptr", "docs", "tfs", "dls", "lengths")}
                 terms = json.loads((folder / "terms.json").read_text(encoding="utf-8"))
                 ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            _check_snapshot(folder, terms, ids, arrays)
+        except (OSError, ValueError, EOFError) as exc:  # EOFError: np.load of an emptied file
             where = str(directory)
             raise StoreError(f"the BM25 snapshot in {where!r} cannot be read ({exc}); delete {where!r} and it is rebuilt from the collection") from exc
         index = cls([], [], "incremental")
@@ -134,6 +139,27 @@ class LexicalIndex:
         rows = store.rows_after(known, self._known)
         self.add([i for i, _, _ in rows], [t for _, t, _ in rows])
         return len(self.ids) - known
+
+
+def _current(root: Path) -> str | None:
+    """The snapshot folder ``CURRENT`` names, if it names one that exists."""
+    try:
+        name = (root / "CURRENT").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return name if name and "/" not in name and (root / name).is_dir() else None
+
+
+def _check_snapshot(folder: Path, terms: object, ids: object, arrays: dict[str, np.ndarray]) -> None:
+    """ValueError unless the snapshot's parts fit together (parts from different saves, or cut
+    short, can read without error and would score the wrong documents)."""
+    docs, indptr, lengths = arrays["docs"], arrays["indptr"], arrays["lengths"]
+    if not isinstance(terms, list) or not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{folder.name}: terms.json and ids.json must hold lists")
+    parts_agree = arrays["tfs"].shape == docs.shape == arrays["dls"].shape and indptr.shape == (len(terms) + 1,) and lengths.shape == (len(ids),)
+    # Shapes and the last offset only: reading every posting here would page the whole file in at each open.
+    if not parts_agree or (len(indptr) and int(indptr[-1]) != len(docs)):
+        raise ValueError(f"{folder.name}: its arrays, terms and ids do not describe one index")
 
 
 @contextmanager

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import socket
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from meve.core.errors import InputError, StoreError
+from meve.core.logs import log
 from meve.core.records import Passage
 from meve.retrieval.chroma import chroma_call, warn_if_untimed
+from meve.retrieval.directory import directory_lock
 
-__all__ = ["ChromaStore", "PassageStore"]
+__all__ = ["WRITING", "ChromaStore", "Ingestion", "PassageStore", "log_unfinished", "refuse_changed", "stored_texts", "unfinished"]
+
+WRITING = "meve:writing:"  # one collection-metadata key per ingestion under way (or that died unfinished)
+_IDS_PER_GET = 1000  # ids per Chroma get: SQLite refuses statements with 32,767+ variables
 
 
 @runtime_checkable
@@ -60,23 +69,56 @@ class ChromaStore:
         return int(self._call("count passages", self.collection.count))
 
     def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: np.ndarray) -> None:
+        """Store the passages. An id already stored with the same text is skipped (a retry after a
+        crash); one stored with another text is refused, naming it."""
         if self.dimension is not None and embeddings.shape[1] != self.dimension:
             raise StoreError(f"embeddings have dimension {embeddings.shape[1]}, the store expects {self.dimension}")
-        # Chroma skips an id it already holds without an error, which would lose this text: another
-        # handle (or process) on the same collection may have added it since this one last looked.
-        taken = self._call("check ids", self.collection.get, ids=list(ids), include=[])["ids"]
-        if taken:
-            raise InputError(f"ids already in collection {self.collection.name!r}: {sorted(taken)[:5]} (added by another handle or process?); use new ids")
-        kwargs: dict[str, Any] = {"ids": list(ids), "documents": list(texts), "embeddings": np.asarray(embeddings, dtype=np.float32)}
-        if any(m is not None for m in metadatas):
-            kwargs["metadatas"] = [m if m else None for m in metadatas]
-        self._call(f"store {len(kwargs['ids'])} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
+        # One hold for the check and the add: Chroma skips an id it already holds without an error,
+        # which would lose this text if another process stored the id in between.
+        with directory_lock(self.collection):
+            stored = self.stored_texts(ids)
+            refuse_changed(self.collection.name, ids, texts, stored)
+            keep = [i for i, pid in enumerate(ids) if pid not in stored]
+            if not keep:
+                return
+            kwargs: dict[str, Any] = {"ids": [ids[i] for i in keep], "documents": [texts[i] for i in keep]}
+            kwargs["embeddings"] = np.asarray(embeddings, dtype=np.float32)[keep]
+            if any(metadatas[i] is not None for i in keep):
+                kwargs["metadatas"] = [metadatas[i] or None for i in keep]
+            self._call(f"store {len(keep)} passage(s) (first id {kwargs['ids'][0]!r})", self.collection.add, **kwargs)
 
-    def mark_complete(self, complete: bool) -> None:
-        """Record in the collection's metadata whether the last ingestion finished (``meve:complete``)."""
-        # Chroma refuses a metadata update that names the distance space; the space is kept anyway.
-        meta = {k: v for k, v in (self.collection.metadata or {}).items() if not k.startswith("hnsw:")}
-        self._call("record ingestion state", self.collection.modify, metadata={**meta, "meve:complete": complete})
+    def stored_texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """Id -> stored text of those of ``ids`` the collection holds."""
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), _IDS_PER_GET):
+            res = self._call("check ids", self.collection.get, ids=list(ids[start : start + _IDS_PER_GET]), include=["documents"])
+            out.update(zip(res["ids"], (d or "" for d in (res.get("documents") or [None] * len(res["ids"]))), strict=True))
+        return out
+
+    def ids(self) -> list[str]:
+        """Every stored id, in the order Chroma stored them (one call: paging by offset rescans the rows before each page)."""
+        return list(self._call("list ids", self.collection.get, include=[])["ids"])
+
+    def metadata(self) -> dict[str, Any]:
+        """The collection's metadata as stored now (the collection object keeps what it was when opened)."""
+        col = self.collection
+        model = self._call("read the collection's metadata", col._client.get_collection, name=col.name, tenant=col.tenant, database=col.database)
+        return dict(model.metadata or {})
+
+    def record_ingestion(self, ingestion: Ingestion, writing: bool) -> None:
+        """Start (``writing``) or end one ingestion's key in the collection's metadata, and set
+        ``meve:complete`` to whether none is left: several writers each keep their own key, so one
+        writer's finish never marks another's rows complete. Read and written under one hold of
+        the directory's lock (the metadata is replaced whole)."""
+        with directory_lock(self.collection):
+            # Chroma refuses a metadata update that names the distance space; the space is kept anyway.
+            meta = {k: v for k, v in self.metadata().items() if not k.startswith("hnsw:")}
+            if writing:
+                meta[ingestion.key] = ingestion.value
+            else:
+                meta.pop(ingestion.key, None)
+            meta["meve:complete"] = not any(k.startswith(WRITING) for k in meta)
+            self._call("record ingestion state", self.collection.modify, metadata=meta)
 
     def _passages(self, ids: list[str], docs: list[Any], metas: list[Any], embs: Any, query: np.ndarray | None) -> list[Passage]:
         out: list[Passage] = []
@@ -138,3 +180,53 @@ class ChromaStore:
         if known + len(new) < total:
             new = [r for r in self.rows(0, include) if r[0] not in known_ids]
         return new
+
+
+def stored_texts(store: PassageStore, ids: Sequence[str]) -> dict[str, str]:
+    """Id -> stored text of those of ``ids`` that ``store`` holds (any PassageStore)."""
+    if isinstance(store, ChromaStore):
+        return store.stored_texts(ids)
+    return {p.id: p.text for start in range(0, len(ids), _IDS_PER_GET) for p in store.get(ids[start : start + _IDS_PER_GET])}
+
+
+def refuse_changed(collection: str, ids: Sequence[str], texts: Sequence[str], stored: Mapping[str, str]) -> None:
+    """InputError naming the ids ``stored`` holds with a text other than the one given."""
+    changed = sorted(pid for pid, text in zip(ids, texts, strict=True) if pid in stored and stored[pid] != text)
+    if changed:
+        raise InputError(
+            f"ids already in collection {collection!r} with another text: {changed[:5]}; use new ids "
+            "(re-adding an id with the text it holds is skipped, so a retry after a crash is safe)"
+        )
+
+
+class Ingestion:
+    """One ``from_texts``/``add_texts`` call as the collection's metadata records it while it runs:
+    the key is a digest of its ids (the same call retried has the same key, and its finish clears
+    the mark a crashed try left), the value says who started it and when."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        digest = hashlib.sha1("\x00".join(ids).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        self.key = f"{WRITING}{digest}"
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.value = f"the ingestion of {len(ids)} passage(s) from id {ids[0]!r} by process {os.getpid()} on {socket.gethostname()} at {started}"
+
+
+def unfinished(metadata: Mapping[str, Any] | None) -> list[str]:
+    """What the collection's metadata says about ingestions that have not finished: one line each
+    (a legacy ``meve:complete`` of False without keys is one line too)."""
+    meta = dict(metadata or {})
+    found = [str(v) for k, v in sorted(meta.items()) if k.startswith(WRITING)]
+    if not found and meta.get("meve:complete") is False:
+        found = ["an ingestion recorded before meve marked each one"]
+    return found
+
+
+def log_unfinished(name: str, metadata: Mapping[str, Any] | None) -> None:
+    """A warning per unfinished ingestion of collection ``name`` (see :func:`unfinished`)."""
+    for line in unfinished(metadata):
+        log.warning(
+            "collection %r is incomplete: %s has not finished (it is still running, or it crashed), so some passages may be missing; "
+            "run the same call again (ids stored with the same text are skipped)",
+            name,
+            line,
+        )

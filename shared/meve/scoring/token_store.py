@@ -7,7 +7,7 @@ quantisation: 32 sub-vectors of 12 dimensions, each the index of one of 256 cent
 ColBERTv2/PLAID's ~20-36 bytes), the file is memory-mapped (the OS pages in what queries touch)
 and it lives beside the Chroma collection, so a restart reads instead of re-encoding.
 
-Files in the directory: ``meta.json`` (format, codebook digest), ``codes.bin`` (uint8 rows of
+Files in the directory: ``meta.json`` (format, codebook digest; written atomically), ``codes.bin`` (uint8 rows of
 ``m`` bytes, appended), ``index.bin`` (32-byte records: sha1 of the text, first row, row count,
 appended after the rows they point to), ``lock`` (``flock`` around appends, so processes that
 share the directory never interleave). A record whose rows are not all on disk (a crash between
@@ -28,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from meve.core.durable import fsync_dir, remove_strays, write_atomically
 from meve.core.errors import ConfigError, StoreError
+from meve.core.logs import log
 
 __all__ = ["CODEBOOK_PATH", "ProductQuantizer", "TokenStore"]
 
@@ -131,12 +133,24 @@ class TokenStore:
         self._refresh()
 
     def _check_meta(self) -> None:
+        """Write ``meta.json`` if there is none (whole or not at all: :mod:`meve.core.durable`), or
+        refuse a folder written with another codebook. One that cannot be read (damaged, or cut
+        short by a crash before writes were atomic) cannot say which codebook the vectors used:
+        they are dropped, with a warning, and re-encoded as queries need them."""
         meta_path = self.path / "meta.json"
         mine = {"format": FORMAT, "m": self.quantizer.m, "dimension": self.quantizer.dimension, "codebook": self.quantizer.digest}
-        if not meta_path.exists():
-            meta_path.write_text(json.dumps(mine), encoding="utf-8")
-            return
-        theirs = json.loads(meta_path.read_text(encoding="utf-8"))
+        with self._file_lock():
+            remove_strays(self.path)  # a meta.json a killed process was writing
+            try:
+                theirs = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else None
+            except (OSError, ValueError) as exc:
+                log.warning("meve: %r cannot be read (%s); dropping the token vectors beside it, they are re-encoded when needed", str(meta_path), exc)
+                for name in ("codes.bin", "index.bin"):
+                    (self.path / name).unlink(missing_ok=True)
+                theirs = None
+            if theirs is None:
+                write_atomically(meta_path, json.dumps(mine).encode("utf-8"))
+                return
         if theirs != mine:
             where = str(self.path)
             raise StoreError(f"{where!r} holds token vectors written with {theirs}, this scorer uses {mine}; use another folder or its codebook")
@@ -242,7 +256,10 @@ class TokenStore:
 
 
 def _append(path: Path, data: bytes) -> None:
+    created = not path.exists()
     with open(path, "ab") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+    if created:  # the new file's name must reach the disk too
+        fsync_dir(path.parent)

@@ -1,0 +1,54 @@
+"""Files that survive a crash whole or not at all: written under a temporary name, flushed to disk,
+then renamed over the old one, and the rename itself flushed (the directory's entry). A reader
+sees the old content or the new one, never half; a writer killed before the rename leaves a
+temporary file that :func:`remove_strays` deletes at the next save. The one I/O in ``core``,
+shared by the BM25 snapshot (``retrieval``) and the token store (``scoring``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["TMP_MARK", "fsync_dir", "remove_strays", "write_atomically"]
+
+TMP_MARK = ".tmp-"  # in the name of every temporary file or folder written here
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush ``directory``'s entries (a file created or renamed in it) to disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, write: bytes | Callable[[BinaryIO], object]) -> None:
+    """Replace ``path`` with ``write`` (bytes, or a function writing to the open file) so that a
+    crash at any point leaves the old file or the new one."""
+    tmp = path.with_name(f"{path.name}{TMP_MARK}{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as fh:
+        if isinstance(write, bytes):
+            fh.write(write)
+        else:
+            write(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def remove_strays(directory: Path) -> list[Path]:
+    """Delete the temporary files and folders a killed writer left in ``directory`` (callers hold
+    the lock every writer there holds, so none is being written); returns what was deleted."""
+    gone = [p for p in directory.iterdir() if TMP_MARK in p.name] if directory.is_dir() else []
+    for p in gone:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return gone
