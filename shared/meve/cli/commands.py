@@ -89,7 +89,9 @@ def _plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], source
     and the ids of the files' old chunks to delete after (found by ``source``, so a corpus indexed
     under the former ``<stem>#<j>`` ids is replaced the same way). A chunk stored unchanged keeps
     its row. Refuses a file already indexed unless ``replace``, and an id another file holds."""
-    stored = collection.get(where={"source": {"$in": sources}}, include=["metadatas"])
+    from meve.retrieval.chroma import chroma_call
+
+    stored = chroma_call("read the indexed files' chunks", collection.get, where={"source": {"$in": sources}}, include=["metadatas"])
     old = {pid: str(m["source"]) for pid, m in zip(stored["ids"], stored["metadatas"], strict=True)}
     if old and not replace:
         counts: dict[str, int] = {}
@@ -101,7 +103,7 @@ def _plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], source
             "(their new chunks are added first, then their old ones deleted)"
         )
     new_ids = [pid for pid, _, _ in chunks]
-    elsewhere = [pid for pid in collection.get(ids=new_ids, include=[])["ids"] if pid not in old]
+    elsewhere = [pid for pid in chroma_call("look up chunk ids", collection.get, ids=new_ids, include=[])["ids"] if pid not in old]
     if elsewhere:
         raise MeVeError(f"chunk id {elsewhere[0]!r} is already in collection {name!r} for another source; nothing was changed")
     keep = set(new_ids)
@@ -114,7 +116,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     refused or failed add leaves what was stored as it was."""
     from meve.core.tokens import get_token_counter
     from meve.pipeline.meve import MeVe
-    from meve.retrieval.chroma import chroma_client
+    from meve.retrieval.chroma import chroma_call, chroma_client
 
     paths = [Path(name) for name in args.files]
     records = [_read_records(path) for path in paths]  # every file is checked before anything is written
@@ -128,8 +130,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     client = chroma_client(args.db)
     add: list[int] = list(range(len(chunks)))
     delete: list[str] = []
-    if args.collection in {c.name for c in client.list_collections()}:
-        add, delete = _plan(client.get_collection(args.collection), chunks, sources, args.replace, args.collection)
+    # Every call goes through chroma_call: other processes sharing the directory must see these writes.
+    if args.collection in {c.name for c in chroma_call("list collections", client.list_collections)}:
+        add, delete = _plan(chroma_call("open the collection", client.get_collection, args.collection), chunks, sources, args.replace, args.collection)
     if add:
         MeVe.from_texts(
             [chunks[i][1] for i in add],
@@ -139,14 +142,15 @@ def cmd_index(args: argparse.Namespace) -> int:
             collection_name=args.collection,
             show_progress=sys.stderr.isatty(),
         )
-    collection = client.get_collection(args.collection)
+    collection = chroma_call("open the collection", client.get_collection, args.collection)
     for start in range(0, len(delete), 1000):
-        collection.delete(ids=delete[start : start + 1000])
+        chroma_call("delete replaced chunks", collection.delete, ids=delete[start : start + 1000])
     kept = len(chunks) - len(add)
+    total = chroma_call("count the collection", collection.count)
     note = (f", {kept} unchanged" if kept else "") + (f", replacing {len(delete)} old chunk(s)" if delete else "")
     # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
     _console().print(
-        f"indexed {len(add)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {collection.count()} in all{note})",
+        f"indexed {len(add)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})",
         soft_wrap=True,
     )
     return 0
