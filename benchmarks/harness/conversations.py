@@ -83,7 +83,9 @@ __all__ = [
 
 # REALTALK's repository has no licence (its issue asking for one is open): its loader stays for a
 # local check, but it is not among the sets the shipped default is chosen on or reported on.
-MEMORY_SETS = ("locomo", "selqa_chat", "memorybank", "realmem", "longmemeval")
+# LongMemEval_S's sample has a loader and splits but is not in the run yet: its 29k distinct turns did
+# not finish embedding on the 2-core CPU in the session that added it.
+MEMORY_SETS = ("locomo", "selqa_chat", "memorybank", "realmem")
 MEMORYBANK_EVIDENCE = Path(__file__).with_name("memorybank_evidence.json")
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 NAMES_A_DATE = re.compile(rf"\b(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\bdate\b", re.IGNORECASE)
