@@ -254,8 +254,8 @@ def time_words(query: str) -> str | None:
 
 
 def _default_weights() -> dict[str, float]:
-    # With dates="auto" and partner turns: chosen on the dev splits of LoCoMo, SelQA-chat and MemoryBank by the
-    # best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory, leave-one-dataset-out").
+    # With dates="auto" and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat, MemoryBank and
+    # RealMem by the best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory, leave-one-dataset-out").
     return {"bm25": 0.5, "dense": 0.5}
 
 
