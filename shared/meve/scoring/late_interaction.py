@@ -12,7 +12,9 @@ Cost: token vectors come from the same forward pass that makes the passage's
 dense embedding, so ``MeVe`` keeps them (int8, one scale per token) at ingestion
 and verification is a few small matrix products. Passages the cache has not
 seen (another retriever's results, a reopened collection) are encoded on first
-use and then cached, bounded by bytes.
+use and then cached, bounded by bytes. A passage longer than MiniLM's window is
+read in overlapping windows (:mod:`meve.scoring.windows`): one vector per word
+piece of the whole passage, one model pass per window.
 """
 
 from __future__ import annotations
