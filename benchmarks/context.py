@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,21 +136,34 @@ def _summary(arm: dict[str, Any], curves: dict[str, list[dict[str, Any]]], refer
     }
 
 
-def run(data: Path, dev_limit: int = 200, test_limit: int = 300) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    li, disk = default_verifier()
-    sets = {name: load(name, data, None) for name in CONTEXT_SETS}
+def load_sets(data: Path, dev_limit: int, test_limit: int, names: Sequence[str] = CONTEXT_SETS) -> dict[str, Dataset]:
+    """The context sets, each split's questions cut to the fixed sample's first ``*_limit``."""
+    sets = {name: load(name, data, None) for name in names}
     for ds in sets.values():
         ds.splits["dev"].questions = ds.splits["dev"].questions[:dev_limit]
         ds.splits["test"].questions = ds.splits["test"].questions[:test_limit]
+    return sets
+
+
+TestArms = Callable[[dict[str, Any], dict[str, Any]], dict[str, dict[str, Any]]]
+
+
+def lodo_protocol(sets: dict[str, Dataset], test_arms: TestArms = _test_arms, tag: str = "", base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Steps 1-4 of the protocol (module docstring) over ``sets``: the grid and the top-k curves on
+    every dev split, the default and each left-out choice, and ``test_arms(choice, default)`` on
+    each test split. ``tag`` names the corpora (and their progress lines) apart from the plain sets';
+    ``base`` (MeVeConfig fields) is run under every setting, which overrides it."""
+    base = base or {}
+    t0 = time.perf_counter()
+    li, disk = default_verifier()
     dev: dict[str, dict[str, Any]] = {}
     for name, ds in sets.items():
         part = ds.splits["dev"]
-        corpus = Corpus(f"{name}-dev", part.ids, part.texts, li)
-        dev[name] = {"baselines": baselines(corpus, ds, "dev"), "grid": [_meve(corpus, ds, "dev", s) for s in GRID]}
+        corpus = Corpus(f"{name}{tag}-dev", part.ids, part.texts, li)
+        dev[name] = {"baselines": baselines(corpus, ds, "dev"), "grid": [_meve(corpus, ds, "dev", {**base, **s}) for s in GRID]}
         corpus.close()
         disk.save(li.cache)
-        print(f"context: {name} dev done ({len(part.questions)} questions, {len(part.ids)} passages) at {time.perf_counter() - t0:.0f}s", flush=True)
+        print(f"context{tag}: {name} dev done ({len(part.questions)} questions, {len(part.ids)} passages) at {time.perf_counter() - t0:.0f}s", flush=True)
     curves = {n: dev[n]["baselines"] for n in sets}
     reference = {n: curves[n]["dense"][REFERENCE_K - 1]["tokens"] for n in sets}
     rows = [{n: dev[n]["grid"][i] for n in sets} for i in range(len(GRID))]
@@ -158,18 +172,18 @@ def run(data: Path, dev_limit: int = 200, test_limit: int = 300) -> dict[str, An
     for held_out in sets:
         others = {n: c for n, c in curves.items() if n != held_out}
         choices[held_out] = lodo.choose([{n: r[n] for n in others} for r in rows], others, reference)
-    print(f"context: default {GRID[default_i]}; LODO choices { {n: GRID[i] for n, i in choices.items()} }", flush=True)
-    out: dict[str, Any] = {"protocol": __doc__, "grid": GRID, "settings_tried": len(GRID), "default": GRID[default_i], "datasets": {}}
+    print(f"context{tag}: default {GRID[default_i]}; LODO choices { {n: GRID[i] for n, i in choices.items()} }", flush=True)
+    out: dict[str, Any] = {"protocol": __doc__, "grid": GRID, "settings_tried": len(GRID), "default": GRID[default_i], "base": base, "datasets": {}}
     for name, ds in sets.items():
         part = ds.splits["test"]
-        corpus = Corpus(f"{name}-test", part.ids, part.texts, li)
+        corpus = Corpus(f"{name}{tag}-test", part.ids, part.texts, li)
         points: Points = {}
         test_curves = baselines(corpus, ds, "test", points)
         ref = test_curves["dense"][REFERENCE_K - 1]["tokens"]
         arms = {}
-        for label, s in _test_arms(GRID[choices[name]], GRID[default_i]).items():
+        for label, s in test_arms(GRID[choices[name]], GRID[default_i]).items():
             scores: list[tuple[float, float]] = []
-            row = _meve(corpus, ds, "test", s, scores)
+            row = _meve(corpus, ds, "test", {**base, **s}, scores)
             arms[label] = _summary(row, test_curves, ref, lodo.margin_interval(scores, points))
         corpus.close()
         disk.save(li.cache)
@@ -182,16 +196,23 @@ def run(data: Path, dev_limit: int = 200, test_limit: int = 300) -> dict[str, An
             "lodo_choice": GRID[choices[name]],
             "lodo_choice_dev_margins": dev_margins,
         }
-        print(f"context: {name} test done at {time.perf_counter() - t0:.0f}s: {arms['lodo_choice']}", flush=True)
+        print(f"context{tag}: {name} test done at {time.perf_counter() - t0:.0f}s: {arms[next(iter(arms))]}", flush=True)
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def run(data: Path, dev_limit: int = 200, test_limit: int = 300) -> dict[str, Any]:
+    """The protocol over the six sets as they are chunked; its default is what MeVeConfig ships."""
+    sets = load_sets(data, dev_limit, test_limit)
+    out = lodo_protocol(sets)
     items = [q.id for ds in sets.values() for q in ds.splits["dev"].questions]
     write_fitted(
         "meve_config",
         "MeVeConfig defaults (candidates, tau, cut, coverage, n_min, prune, theta_redundancy)",
         items,
         "python -m benchmarks.run --full --only context",
-        GRID[default_i],
+        out["default"],
     )
-    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
     return out
 
 

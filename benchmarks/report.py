@@ -166,6 +166,55 @@ def context_facts(c: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+LONG_ARMS = {
+    "shipped_default": "MeVe as shipped (MeVeConfig()), t_max three chunks",
+    "shipped_default_t_max_as_shipped": "MeVe as shipped, t_max 512 as shipped",
+    "lodo_choice": "MeVe, chosen on this variant without this set (LODO)",
+    "paper": "MeVe, the paper's untuned phases",
+    "shipped_default_no_verification": "MeVe as shipped, verification off",
+}
+
+
+def context_long_facts(c: dict[str, Any]) -> dict[str, Any]:
+    """Per long-chunk variant: each set's chunks, the shipped default and the LODO choice against
+    the top-k frontier at their own tokens, and the full test rows (arms and top-1..3)."""
+    variants = []
+    for variant, r in c["variants"].items():
+        summary, rows = [], []
+        above = 0
+        for name, d in r["datasets"].items():
+            test = d["test"]
+            shipped, chosen = test["arms"]["shipped_default"], test["arms"]["lodo_choice"]
+            above += shipped["margin"] >= 0
+            summary.append(
+                {
+                    "set": NAMES[name],
+                    "test passages": test["passages"],
+                    "mean passage tokens": test.get("passage_tokens_mean"),
+                    "shipped: evidence / tokens": f"{shipped['evidence']:.4f} / {shipped['tokens']:.0f}",
+                    "shipped: margin (95% interval)": f"{shipped['margin']:+.4f}" + (f" ({_interval(shipped)})" if "margin_ci95" in shipped else ""),
+                    "LODO choice: margin": f"{chosen['margin']:+.4f}",
+                    "LODO choice": knobs(d["lodo_choice"]),
+                }
+            )
+            rows += [{"set": NAMES[name], "system": LONG_ARMS.get(k, k), **_arm_row(a)} for k, a in test["arms"].items()]
+            rows += [{"set": NAMES[name], "system": f"{n} top-{p['k']}", **_arm_row(p)} for n, ps in test["baselines"].items() for p in ps if p["k"] <= 3]
+        variants.append(
+            {
+                "name": variant,
+                "t_max": r.get("base", {}).get("t_max"),
+                "summary": table(summary),
+                "rows": table(rows),
+                "above": above,
+                "n": len(r["datasets"]),
+                "default": knobs(r["default"]),
+                "empty_as_shipped": {NAMES[n]: d["test"]["arms"]["shipped_default_t_max_as_shipped"]["empty_rate"] for n, d in r["datasets"].items()},
+            }
+        )
+    tried = max((r["settings_tried"] for r in c["variants"].values()), default=0)
+    return {"variants": variants, "shipped": knobs(c["shipped_default"]), "tried": tried, "c": c}
+
+
 def calibrated_facts(c: dict[str, Any]) -> dict[str, Any]:
     """`meve calibrate` against the fixed LODO choice, per left-out set."""
     rows, targets = [], []
@@ -458,6 +507,7 @@ def write() -> Path:
     if "context" in res:
         facts["context"] = context_facts(res["context"])
         facts["frontier_png"] = frontier_plot(res["context"])
+    facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
     if "memory_lodo" in res:
         facts["memory"] = memory_facts(res["memory_lodo"])
     if "speed" in res:

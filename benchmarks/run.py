@@ -3,6 +3,7 @@
     make bench-quick    # python -m benchmarks.run --quick   (small slices; minutes once embeddings are cached)
     make bench          # python -m benchmarks.run --full    (everything; about an hour on 2 CPU cores)
     python -m benchmarks.run --full --data /path/to/data --only context,memory_lodo
+    python -m benchmarks.run --full --only context_long   (long-chunk variants: only when named)
 
 Data come from ../shared/data by default (hotpotqa/, wikipedia/, locomo/); pass --data elsewhere.
 Embeddings are cached under benchmarks/.cache, so no text is embedded twice across runs.
@@ -19,7 +20,23 @@ from typing import Any
 from benchmarks import report
 from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
 
-SECTIONS = ("context", "memory_lodo", "verifier", "token_store", "unanswerable", "startup", "hierarchical", "memory_speed", "speed", "bm25", "race", "scale")
+SECTIONS = (
+    "context",
+    "context_long",
+    "memory_lodo",
+    "verifier",
+    "token_store",
+    "unanswerable",
+    "startup",
+    "hierarchical",
+    "memory_speed",
+    "speed",
+    "bm25",
+    "race",
+    "scale",
+)
+# Run only when named in --only: the context protocol again on three long-chunk variants (hours with --full).
+OPT_IN = ("context_long",)
 
 
 def main() -> None:
@@ -28,7 +45,10 @@ def main() -> None:
     mode.add_argument("--quick", action="store_true", help="small slices (default)")
     mode.add_argument("--full", action="store_true", help="every dataset and size")
     parser.add_argument("--data", help="folder holding hotpotqa/, wikipedia/, locomo/ (default ../shared/data)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (bm25, race: those parts of speed alone)")
+    parser.add_argument(
+        "--only",
+        help="comma-separated sections: " + ",".join(SECTIONS) + " (bm25, race: those parts of speed alone; " + ", ".join(OPT_IN) + ": only when named)",
+    )
     parser.add_argument(
         "--race-sizes",
         help="comma-separated corpus sizes for the race (default 1000,10000,100000 with --full); "
@@ -38,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     full = bool(args.full)
     data = data_dir(args.data)
-    only = set(args.only.split(",")) if args.only else set(SECTIONS)
+    only = set(args.only.split(",")) if args.only else set(SECTIONS) - set(OPT_IN)
     command = ("make bench" if full else "make bench-quick") + (f" (--only {args.only})" if args.only else "")
     RESULTS.mkdir(parents=True, exist_ok=True)
     embedder().inner.encode(["warm up"])  # model load is not part of any timing below
@@ -61,6 +81,10 @@ def main() -> None:
 
         limit = 300 if full else 40
         save("context", context.add_calibrated(data, context.run(data, dev_limit=200 if full else 40, test_limit=limit), test_limit=limit))
+    if "context_long" in only:
+        from benchmarks import context_long
+
+        save("context_long", context_long.run(data, dev_limit=200 if full else 40, test_limit=300 if full else 40))
     if "memory_lodo" in only:
         from benchmarks import memory_lodo
 

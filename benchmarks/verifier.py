@@ -217,8 +217,8 @@ class IdfMaxSim:
 
     def __call__(self, q: str, passages: list[str]) -> np.ndarray:
         qt = self.li._query_tokens(q)
-        # The same pieces _forward keeps for the query (same tokenizer, truncation, special-token filter).
-        ids = [i for i in self.tok(q.strip(), truncation=True, max_length=self.li._st.model.max_seq_length)["input_ids"] if i not in self.special]
+        # The same pieces _forward keeps for the query (same tokenizer, every piece, special-token filter).
+        ids = [i for i in self.tok(q.strip(), add_special_tokens=False, verbose=False)["input_ids"] if i not in self.special]
         if len(ids) != len(qt):
             raise RuntimeError(f"{len(ids)} query pieces for {len(qt)} token vectors")
         w = self.idf[ids] ** self.power

@@ -48,7 +48,7 @@ def minilm():
     return emb
 
 
-def _tiny_bert(path, num_labels):
+def _tiny_bert(path, num_labels, spread=0.02):
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from meve.scoring.registry import default_model_path
@@ -62,6 +62,7 @@ def _tiny_bert(path, num_labels):
         intermediate_size=64,
         max_position_embeddings=512,
         num_labels=num_labels,
+        initializer_range=spread,
     )
     import torch
 
@@ -84,6 +85,14 @@ def tiny_cross_encoder(tmp_path_factory):
     CrossEncoder code path offline.
     """
     return _tiny_bert(tmp_path_factory.mktemp("tiny-ce"), 1)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder_sharp(tmp_path_factory):
+    """The tiny random cross-encoder with weights drawn 25x wider than BERT's init: its logits move
+    by about 1 with the text it reads (the default fixture's by 1e-5), so a test can see which
+    text was read. Its scores still mean nothing."""
+    return _tiny_bert(tmp_path_factory.mktemp("tiny-ce-sharp"), 1, spread=0.5)
 
 
 @pytest.fixture(scope="session")

@@ -182,12 +182,20 @@ def squad_pairs(articles: Sequence[dict[str, Any]], n_questions: int, seed: int,
 
 
 # -- the token-vector disk cache (the verifier's, so reruns do not re-encode corpora) -----
+#: Token vectors of a text MiniLM truncated (256 pieces less [CLS] and [SEP]): what a cache written
+#: before issue 52 (passages read in windows) holds for every longer text.
+TRUNCATED_ROWS = 254
+
+
 class TokenDiskCache:
     def __init__(self, tag: str) -> None:
         self.path = CACHE / f"tokens-{tag}.npz"
         self._on_disk: set[str] = set()
 
-    def load_into(self, cache: TokenVectorCache) -> int:
+    def load_into(self, cache: TokenVectorCache, stale_rows: int | None = None) -> int:
+        """Put every entry of the file into ``cache``, but those of exactly ``stale_rows`` vectors:
+        written before long texts were read in windows, they may hold a truncated text's first
+        ``stale_rows`` pieces only (a text of exactly that many pieces is encoded again, alike)."""
         if not self.path.exists():
             return 0
         data = np.load(self.path)
@@ -195,10 +203,13 @@ class TokenDiskCache:
         bounds = np.concatenate([[0], np.cumsum(lengths)])
         q, s = data["q"], data["s"]
         keys = data["keys"].tolist()
-        for i, key in enumerate(keys):
-            cache.put_quantized(key, q[bounds[i] : bounds[i + 1]], s[bounds[i] : bounds[i + 1]])
-        self._on_disk = set(keys)
-        return len(lengths)
+        kept = [i for i in range(len(keys)) if lengths[i] != stale_rows]
+        for i in kept:
+            cache.put_quantized(keys[i], q[bounds[i] : bounds[i + 1]], s[bounds[i] : bounds[i + 1]])
+        if len(kept) < len(keys):
+            print(f"{self.path.name}: {len(keys) - len(kept)} entries of {stale_rows} token vectors left out (maybe truncated; encoded again)", flush=True)
+        self._on_disk = {keys[i] for i in kept}
+        return len(kept)
 
     def save(self, cache: TokenVectorCache) -> bool:
         """Write the cache when it holds texts the file lacks; returns whether it wrote.
@@ -247,5 +258,5 @@ def default_verifier() -> tuple[LateInteractionScorer, TokenDiskCache]:
 
     li = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=8 * 2**30)
     disk = TokenDiskCache("all-MiniLM-L6-v2")
-    disk.load_into(li.cache)
+    disk.load_into(li.cache, stale_rows=TRUNCATED_ROWS)
     return li, disk

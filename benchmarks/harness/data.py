@@ -13,19 +13,25 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from benchmarks.harness.metrics import normalise
 from benchmarks.harness.splits import item_id, parity, squad_halves
 from meve.core.text import sentence_spans
 from meve.core.tokens import TokenCounter, get_token_counter
 
-__all__ = ["CONTEXT_SETS", "Dataset", "Question", "Split", "external", "load"]
+__all__ = ["CONTEXT_SETS", "LONG_VARIANTS", "Dataset", "Question", "Split", "external", "load", "long_variant", "pack", "splitter"]
 
 #: Where data brought in with the search tool's ``fetch`` is extracted (ignored by git; see DATA.md).
 EXTERNAL = Path(__file__).resolve().parents[1] / ".cache" / "external"
 CONTEXT_SETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa")
+#: Long-chunk variants (issue 52): chunks as the frameworks' usual splitters cut a document, by
+#: meve's token counter. LlamaIndex's SentenceSplitter at its default chunk_size (1024) and at
+#: 512, both with its default overlap (200); LangChain's RecursiveCharacterTextSplitter at 1000
+#: tokens, overlap 200 (its default separators: paragraph, line, word).
+LONG_VARIANTS = ("llamaindex-1024", "llamaindex-512", "langchain-1000")
 YES_NO = {"yes", "no"}
 
 
@@ -42,11 +48,13 @@ class Question:
 
 @dataclass
 class Split:
-    """One split's corpus (passage ids and texts) and its questions."""
+    """One split's corpus (passage ids and texts) and its questions; ``documents`` are the texts
+    the passages were cut from, (id, text) in corpus order, for the long-chunk variants."""
 
     ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+    documents: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, pid: str, text: str) -> None:
         """Add a passage once (a passage several questions share is indexed once)."""
@@ -57,6 +65,9 @@ class Split:
 
     def __post_init__(self) -> None:
         self._known: set[str] = set(self.ids)
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self._known
 
 
 @dataclass
@@ -83,6 +94,7 @@ def squad(data: Path, limit: int | None) -> Dataset:
     splits = {"dev": Split(), "test": Split()}
     for a in articles:
         part = splits[halves[a["title"]]]
+        part.documents.append((a["title"], "\n\n".join(p["context"] for p in a["paragraphs"])))
         for i, p in enumerate(a["paragraphs"]):
             pid, text = f"{a['title']}#{i}", p["context"]
             part.add(pid, text)
@@ -111,6 +123,9 @@ def hotpotqa(data: Path, limit: int | None) -> Dataset:
         seen.add(q["_id"])
         part = splits[parity(q["_id"])]
         ctx = {t: s for t, s in q["context"]}
+        new = [(title, f"{title}: {' '.join(sents)}") for title, sents in q["context"] if title not in part]
+        if new:  # a question's candidate paragraphs not already placed: the nearest thing to a document
+            part.documents.append((q["_id"], "\n\n".join(text for _, text in new)))
         for title, sents in q["context"]:
             part.add(title, f"{title}: {' '.join(sents)}")
         evidence = tuple(ctx[t][i].strip() for t, i in q["supporting_facts"] if t in ctx and i < len(ctx[t]))
@@ -136,6 +151,7 @@ def wikiqa(data: Path, limit: int | None) -> Dataset:
             docs.setdefault(r["DocumentID"], (r["DocumentTitle"], []))[1].append(r["Sentence"])
         chunk_of: dict[tuple[str, str], str] = {}
         for did, (title, sents) in docs.items():
+            part.documents.append((did, f"{title}: {' '.join(sents)}"))
             # Summaries run to ~300 tokens, past MiniLM's 256: chunked as SelQA's sections are, sentences kept whole.
             for j, (a, b) in enumerate(sentence_chunks(sents, counter)):
                 part.add(f"{did}#{j}", f"{title}: {' '.join(sents[a:b])}")
@@ -181,6 +197,8 @@ def selqa(limit: int | None, root: Path = EXTERNAL / "selqa") -> Dataset:
             key = f"{x['article']}/{x['section']}"
             cands = [c for c in x["candidates"] if c.strip()]  # SelQA holds a few empty candidates
             keep = [k for k, c in enumerate(x["candidates"]) if c.strip()]
+            if f"{key}#0" not in part:  # a section's sentences, once
+                part.documents.append((key, " ".join(cands)))
             answers = [keep.index(k) for k in x["answers"] if k in keep]
             gold = set()
             for j, (a, b) in enumerate(sentence_chunks(cands, counter)):
@@ -210,6 +228,9 @@ def msmarco(data: Path, limit: int | None) -> Dataset:
             rows = json.load(io.TextIOWrapper(fh, encoding="utf-8")) if fh is not None else []
             qid = str(rows[0]["query_id"])
             part = splits[parity(qid)]
+            new = [r["passage_text"] for r in rows if str(r["passage_id"]) not in part]
+            if new:  # a query's BM25 candidates not already placed: the nearest thing to a document
+                part.documents.append((qid, "\n\n".join(new)))
             for r in rows:
                 part.add(str(r["passage_id"]), r["passage_text"])
             relevant = [r for r in rows if float(r["relevance_label"]) >= 1.0]
@@ -236,6 +257,7 @@ def covidqa(limit: int | None, root: Path = EXTERNAL / "covidqa") -> Dataset:
         for p in a["paragraphs"]:
             doc, text = str(p["document_id"]), p["context"]
             part = splits[parity(doc)]
+            part.documents.append((doc, text))
             spans = sentence_spans(text)
             sents = [text[x:y] for x, y in spans]
             chunk_of: list[str] = []
@@ -255,6 +277,60 @@ def covidqa(limit: int | None, root: Path = EXTERNAL / "covidqa") -> Dataset:
         part.questions = _sample(part.questions, limit)
     source = "COVID-QA (Apache-2.0), deepset-ai/COVID-QA@fb2eb5e, data/question-answering/200423_covidQA.json"
     return Dataset("covidqa", "every sentence the answer span touches", source, splits)
+
+
+def splitter(variant: str, counter: TokenCounter) -> Callable[[str], list[str]]:
+    """The framework splitter a long-chunk variant names, counting with ``counter``."""
+    framework, size = variant.split("-")
+    if framework == "llamaindex":
+        from llama_index.core.node_parser import SentenceSplitter
+
+        # SentenceSplitter measures len(tokenizer(text)); meve's count stands in for its tiktoken.
+        return SentenceSplitter(chunk_size=int(size), tokenizer=lambda text: range(counter.count(text))).split_text  # type: ignore[no-any-return]
+    if framework == "langchain":
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+        return RecursiveCharacterTextSplitter(chunk_size=int(size), chunk_overlap=200, length_function=counter.count).split_text
+    raise ValueError(f"unknown long-chunk variant {variant!r}; known: {', '.join(LONG_VARIANTS)}")
+
+
+def pack(documents: Sequence[tuple[str, str]], size: int, counter: TokenCounter) -> list[tuple[str, str]]:
+    """Consecutive documents joined by a blank line while the join stays within ``size`` tokens
+    (short documents: WikiQA summaries, SelQA sections, a HotpotQA question's paragraphs, an MS
+    MARCO query's passages), as (id of the first, text); a longer document stays alone."""
+    out: list[tuple[str, str]] = []
+    ids: list[str] = []
+    texts: list[str] = []
+    used = 0
+    for doc_id, text in documents:
+        n = counter.count(text)
+        if texts and used + n + 1 > size:
+            out.append((ids[0], "\n\n".join(texts)))
+            ids, texts, used = [], [], 0
+        ids.append(doc_id)
+        texts.append(text)
+        used += n + (1 if used else 0)
+    if texts:
+        out.append((ids[0], "\n\n".join(texts)))
+    return out
+
+
+def long_variant(ds: Dataset, variant: str, counter: TokenCounter | None = None) -> Dataset:
+    """``ds`` with each split's corpus rebuilt from its documents: packed up to the variant's size
+    (:func:`pack`), then cut by the variant's splitter. Questions, answers and evidence sentences
+    are the same (evidence still counts by text); a chunk is gold when an evidence sentence stands
+    whole in it. Build it after cutting the questions to the ones run: finding gold chunks reads
+    every chunk once per evidence sentence."""
+    counter = counter or get_token_counter()
+    cut = splitter(variant, counter)
+    size = int(variant.split("-")[1])
+    splits = {}
+    for name, part in ds.splits.items():
+        chunks = [(f"{doc_id}#{variant}-{j}", c) for doc_id, text in pack(part.documents, size, counter) for j, c in enumerate(cut(text))]
+        found = [(pid, normalise(c)) for pid, c in chunks]
+        questions = [replace(q, gold=frozenset(pid for pid, c in found if any(normalise(e) in c for e in q.evidence)), id=q.id) for q in part.questions]
+        splits[name] = Split([pid for pid, _ in chunks], [c for _, c in chunks], questions, list(part.documents))
+    return Dataset(ds.name, ds.evidence, f"{ds.source}; {variant} chunks", splits)
 
 
 def external(path: Path) -> Path:

@@ -110,6 +110,31 @@ def test_cross_encoder_code_path_with_a_tiny_bert(tiny_cross_encoder, minilm):
     assert r.phase("verify").info["pairs_scored"] == 5
 
 
+def test_a_cross_encoder_scores_a_passage_past_its_length_by_its_best_window(tiny_cross_encoder_sharp):
+    """Issue 52: a pair longer than the model reads was truncated, so the passage's tail never
+    counted. The tiny BERT is random: what is checked is that the tail is read, not what it means."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from meve.scoring.windows import text_windows
+
+    query = "What does a derailleur do?"
+    scorer = CrossEncoderScorer(tiny_cross_encoder_sharp, max_length=64)
+    head = "Chains and gears wear together, so they are cleaned and oiled together. " * 6  # ~90 pieces
+    tails = ["A derailleur moves the chain between sprockets.", "Sourdough rises thanks to wild yeast."]
+    one, two = scorer.score(query, [head + tails[0], head + tails[1]])
+    assert abs(one - two) > 0.01  # the same first 64 pieces: equal when only they were read
+    # The score is the best of the passage's windows, each a pair within the 64 pieces it reads.
+    tokenizer = scorer.model.tokenizer
+    room = 64 - 3 - len(tokenizer(query, add_special_tokens=False)["input_ids"])  # [CLS] query [SEP] window [SEP]
+    windows = text_windows(tokenizer, head + tails[1], room)
+    assert len(windows) > 1 and windows[-1].endswith(tails[1])
+    assert all(len(tokenizer(query, w)["input_ids"]) <= 64 for w in windows)
+    raw = CrossEncoder(tiny_cross_encoder_sharp, device="cpu").predict([(query, w) for w in windows], activation_fn=torch.nn.Sigmoid())
+    assert two == pytest.approx(float(np.max(raw)), abs=1e-5)
+    assert scorer.pairs_scored == 2  # pairs of query and passage, however many windows each took
+
+
 def test_cli_index_query_and_demo(tmp_path, minilm, capsys):
     from meve.cli import main
 

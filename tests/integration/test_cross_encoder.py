@@ -15,6 +15,7 @@ from meve import ConfigError, MeVe, MeVeConfig
 from meve.core.text import sentence_spans
 from meve.scoring.meve_cross_encoder import CROSS_ENCODER_L3_PATH, CROSS_ENCODER_PATH, MeveCrossEncoderScorer
 from meve.scoring.resolve import make_scorer
+from meve.scoring.windows import text_windows
 
 from .test_verifier import PAIRS
 
@@ -65,6 +66,30 @@ def test_a_passage_scores_as_its_best_sentence_and_pruning_reuses_those_scores(c
     (scores,) = ce.score_spans(question, [text], [spans])
     assert ce.pairs_scored == before
     assert text[slice(*spans[int(scores.argmax())])] == answer
+
+
+def test_one_sentence_past_the_model_length_is_scored_by_its_best_window(ce):
+    """Issue 52: a passage scores as its best sentence, but a sentence past the model's 256 pieces
+    (a list, a table row) was truncated: with the answer at its end it scored 0.0002 (6 layers)."""
+    question, answer, _ = PAIRS[0]
+    goods = ["bread", "cheese", "apples", "pears", "milk", "eggs", "butter", "flour", "sugar", "salt", "pepper", "rice", "beans", "lentils", "onions", "garlic"]
+    listing = ", ".join(f"{a} and {b}" for a in goods[:10] for b in goods[10:])
+    sentence = f"The market stalls sold {listing}, and at the far end of the square a guide said that {answer[0].lower()}{answer[1:-1]}"
+    assert sentence_spans(sentence) == [(0, len(sentence))]
+    assert len(ce.network.tok(sentence, add_special_tokens=False)["input_ids"]) > 256
+    (p,) = ce.score(question, [sentence])
+    # Its score is its best window's, each window scored as a passage of its own; the best is the
+    # last one, which holds the answer, and the first (all the truncated pair read) is far below.
+    tok = ce.network.tok
+    windows = text_windows(tok, sentence, 256 - 3 - len(tok(question, add_special_tokens=False)["input_ids"]))
+    alone = ce.score(question, windows)
+    assert len(windows) > 1 and p == pytest.approx(alone.max()) and int(alone.argmax()) == len(windows) - 1
+    assert p > 10 * alone[0], (p, alone)
+    # The 6-layer model keeps it at the paper's tau (0.99; truncated, 0.0002); the 3-layer one
+    # reads the answer under the listing at 0.09 (truncated, 0.007).
+    assert p >= 0.5 or ce.network.layers == 3, p
+    (spans,) = ce.score_spans(question, [sentence], [[(0, len(sentence))]])
+    assert spans[0] == pytest.approx(p)  # pruning reads the same windowed score
 
 
 def test_the_cross_encoders_are_chosen_by_name_and_a_missing_file_names_itself(tmp_path, minilm):

@@ -23,3 +23,20 @@ def test_save_writes_only_when_the_cache_holds_new_texts(tmp_path, monkeypatch):
     third = TokenVectorCache()
     assert common.TokenDiskCache("t").load_into(third) == 2
     np.testing.assert_allclose(third.get("b"), loaded.get("b"))
+
+
+def test_entries_a_truncating_verifier_wrote_are_left_out_so_they_are_encoded_again(tmp_path, monkeypatch):
+    # Before issue 52 a text past MiniLM's window kept its first 254 token vectors only.
+    monkeypatch.setattr(common, "CACHE", tmp_path)
+    cache = TokenVectorCache()
+    cache.put("short", np.ones((3, 4), dtype=np.float32))
+    cache.put("truncated", np.ones((common.TRUNCATED_ROWS, 4), dtype=np.float32))
+    common.TokenDiskCache("t").save(cache)
+    disk, loaded = common.TokenDiskCache("t"), TokenVectorCache()
+    assert disk.load_into(loaded, stale_rows=common.TRUNCATED_ROWS) == 1
+    assert "short" in loaded and "truncated" not in loaded
+    loaded.put("truncated", np.ones((300, 4), dtype=np.float32))  # encoded again, in windows
+    assert disk.save(loaded) is True
+    again = TokenVectorCache()
+    common.TokenDiskCache("t").load_into(again, stale_rows=common.TRUNCATED_ROWS)
+    assert len(again.get("truncated")) == 300

@@ -12,6 +12,7 @@ from meve.scoring.batching import CPU_BATCH_TOKENS, check_batch_tokens, estimate
 from meve.scoring.cosine import sigmoid
 from meve.scoring.devices import check_device, is_cpu, resolve_device
 from meve.scoring.registry import INSTALL_HINT, registry
+from meve.scoring.windows import text_windows
 
 __all__ = ["DEFAULT_CROSS_ENCODER", "CrossEncoderScorer", "relevance"]
 
@@ -37,7 +38,8 @@ class CrossEncoderScorer:
     length and batched so each batch pads little (``batch_tokens`` padded tokens
     per forward pass, "auto": 1,024 on a CPU, no cap elsewhere; ``batch_size``
     pairs at most); ``max_length`` caps tokens per pair (``None`` keeps the
-    model's own limit). ``device``: "auto" (CUDA, then Apple MPS, then the CPU, decided at load).
+    model's own limit): a longer passage is read in windows of that length and
+    scores as its best one (:meth:`score`), so a cap costs passes, not the tail. ``device``: "auto" (CUDA, then Apple MPS, then the CPU, decided at load).
     """
 
     def __init__(
@@ -105,25 +107,46 @@ class CrossEncoderScorer:
     def score(
         self, query: str, passages: Sequence[str], query_vec: np.ndarray | None = None, *, max_length: int | None = None, batch_size: int | None = None
     ) -> np.ndarray:
-        """``max_length``/``batch_size`` override the constructor's for this call; ``query_vec`` is unused."""
+        """``max_length``/``batch_size`` override the constructor's for this call; ``query_vec`` is unused.
+        A passage whose pair with the query is longer than the model reads (its own limit, or
+        ``max_length``) is scored as its best window: overlapping windows of the passage cut at word
+        starts (:mod:`meve.scoring.windows`), each read with the query, one pair each."""
         if len(passages) == 0:
             return np.zeros(0, dtype=np.float64)
         cap = max_length if max_length is not None else self.max_length
+        windows = self._windows(query, passages, cap)
+        owner = np.repeat(np.arange(len(passages)), [len(w) for w in windows])
+        texts = [t for w in windows for t in w]
         q = estimated_tokens(query)
-        lengths = [min(q + estimated_tokens(p), cap or 1 << 30) for p in passages]
+        lengths = [min(q + estimated_tokens(t), cap or 1 << 30) for t in texts]
         batches = token_batches(lengths, max_items=batch_size or self.batch_size, max_tokens=self.batch_tokens)
-        raw = self._predict([[(query, passages[i]) for i in rows] for rows in batches], cap)
-        out = np.empty(len(passages), dtype=np.float64)
+        raw = self._predict([[(query, texts[i]) for i in rows] for rows in batches], cap)
+        scored = np.empty(len(texts), dtype=np.float64)
         for rows, logits in zip(batches, raw, strict=True):
-            out[rows] = relevance(np.asarray(logits, dtype=np.float64), self.name)
+            scored[rows] = relevance(np.asarray(logits, dtype=np.float64), self.name)
+        out = np.full(len(passages), -np.inf)
+        np.maximum.at(out, owner, scored)  # a NaN window (a broken model) leaves its passage NaN
         self.pairs_scored += len(passages)
         return out
+
+    def _windows(self, query: str, passages: Sequence[str], cap: int | None) -> list[list[str]]:
+        """Each passage as the texts read beside ``query``: itself when the pair fits the model's
+        length, else its windows, each sized to leave room for the query and the special tokens
+        (at least a quarter of the length: a longer query is cut by the model's own truncation)."""
+        model = self.model
+        with registry.lock_of(model):  # not while another call has the model at its cap (_predict)
+            own = getattr(model, _length_attr(model)) or model.tokenizer.model_max_length
+        limit = min(cap, own) if cap is not None else own
+        tokenizer = model.tokenizer
+        room = limit - tokenizer.num_special_tokens_to_add(pair=True) - len(tokenizer(query, add_special_tokens=False, verbose=False)["input_ids"])
+        size = max(room, limit // 4)
+        return [text_windows(tokenizer, p, size) for p in passages]
 
     def _predict(self, batches: list[list[tuple[str, str]]], cap: int | None) -> list[Any]:
         import torch
 
         model = self.model
-        attr = "max_seq_length" if hasattr(type(model), "max_seq_length") else "max_length"
+        attr = _length_attr(model)
         # The model is shared by every scorer in the process: a cap is set, used and restored under the
         # model's own lock, so a concurrent call never runs at another call's length.
         with registry.lock_of(model):
@@ -137,3 +160,8 @@ class CrossEncoderScorer:
                 ]
             finally:
                 setattr(model, attr, old)
+
+
+def _length_attr(model: Any) -> str:
+    """The attribute holding a CrossEncoder's max length (``max_length`` before sentence-transformers 5)."""
+    return "max_seq_length" if hasattr(type(model), "max_seq_length") else "max_length"

@@ -12,7 +12,9 @@ Cost: token vectors come from the same forward pass that makes the passage's
 dense embedding, so ``MeVe`` keeps them (int8, one scale per token) at ingestion
 and verification is a few small matrix products. Passages the cache has not
 seen (another retriever's results, a reopened collection) are encoded on first
-use and then cached, bounded by bytes.
+use and then cached, bounded by bytes. A passage longer than MiniLM's window is
+read in overlapping windows (:mod:`meve.scoring.windows`): one vector per word
+piece of the whole passage, one model pass per window.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PA
 from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder, default_embedder
 from meve.scoring.protocols import Scoring, SharedPass
 from meve.scoring.token_store import TokenStore
+from meve.scoring.windows import frame, pieces, stitch, text_plan
 
 __all__ = ["LateInteractionScorer", "TokenVectorCache", "dequantize", "maxsim", "quantize", "text_key"]
 
@@ -152,9 +155,9 @@ def _sentence_transformer(embedder: Any) -> Any:
     return inner
 
 
-def _model_pass(model: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One forward pass of a SentenceTransformer over ``texts``: sentence vectors, token vectors and
-    input ids (padded; padding is a special id). Called directly rather than through ``encode(...,
+def _model_pass(model: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One forward pass of a SentenceTransformer over ``texts``: sentence vectors, token vectors,
+    input ids and the attention mask (padded). Called directly rather than through ``encode(...,
     output_value=None)``, which breaks on some sentence-transformers releases (6.0.1 indexes a string)."""
     import torch
 
@@ -167,6 +170,7 @@ def _model_pass(model: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray, n
         out["sentence_embedding"].float().cpu().numpy(),
         out["token_embeddings"].float().cpu().numpy(),
         out["input_ids"].cpu().numpy(),
+        out["attention_mask"].cpu().numpy(),
     )
 
 
@@ -234,20 +238,41 @@ class LateInteractionScorer:
         return self
 
     def _forward(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Dense vectors and token vectors of ``texts``. A text longer than the model's window goes
+        through it in overlapping windows (:mod:`meve.scoring.windows`): one token vector per word
+        piece of the whole text; its dense vector is the first window's, as the embedder makes it."""
         model = self._st.model
-        special = set(model.tokenizer.all_special_ids)
+        tokenizer = model.tokenizer
+        special = np.asarray(sorted(tokenizer.all_special_ids))
+        before, after = frame(tokenizer)
+        plans = [text_plan(tokenizer, t, model.max_seq_length - before - after) for t in texts]
+        jobs = [(i, w) for i, p in enumerate(plans) for w in range(len(p.texts))]
+        first = np.cumsum([0] + [len(p.texts) for p in plans])  # text i's windows are jobs[first[i]:first[i + 1]]
+        lengths = [before + after + p.spans[w][1] - p.spans[w][0] if p.spans else estimated_tokens(p.texts[w]) for p, w in ((plans[i], w) for i, w in jobs)]
         # Length-sorted batches capped in padded tokens (meve.scoring.batching): a query's 20
         # candidates in one batch pad to the longest, which costs a CPU 1.8x the time.
-        batches = token_batches([estimated_tokens(t) for t in texts], max_items=self._st.batch_size, max_tokens=default_batch_tokens(self._st.device))
+        batches = token_batches(lengths, max_items=self._st.batch_size, max_tokens=default_batch_tokens(self._st.device))
         vecs: list[Any] = [None] * len(texts)
-        tokens: list[Any] = [None] * len(texts)
+        bodies: list[Any] = [None] * len(jobs)
         for rows in batches:
-            sent, tok, ids = _model_pass(model, [texts[i] for i in rows])
-            for j, i in enumerate(rows):
-                vecs[i] = sent[j] / (np.linalg.norm(sent[j]) or 1.0)
-                t = tok[j][~np.isin(ids[j], list(special))]
-                norms = np.linalg.norm(t, axis=1, keepdims=True)
-                tokens[i] = (t / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+            sent, tok, ids, mask = _model_pass(model, [plans[jobs[r][0]].texts[jobs[r][1]] for r in rows])
+            for j, r in enumerate(rows):
+                i, w = jobs[r]
+                if w == 0:
+                    vecs[i] = sent[j] / (np.linalg.norm(sent[j]) or 1.0)
+                valid = np.flatnonzero(mask[j])
+                body = valid[before : len(valid) - after]  # the text's own pieces, the frame left out
+                bodies[r] = (tok[j][body], ids[j][body])
+        tokens: list[np.ndarray] = []
+        for i, p in enumerate(plans):
+            mine = bodies[first[i] : first[i + 1]]
+            if p.pieces is None:
+                t, t_ids = mine[0]
+            else:
+                t, t_ids = stitch(p.spans, [b for b, _ in mine], len(p.pieces)), p.pieces.ids
+            t = t[~np.isin(t_ids, special)]
+            norms = np.linalg.norm(t, axis=1, keepdims=True)
+            tokens.append((t / np.where(norms == 0, 1.0, norms)).astype(np.float32))
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1), tokens
 
     def embed_and_cache(self, texts: Sequence[str]) -> np.ndarray:
@@ -327,23 +352,21 @@ class LateInteractionScorer:
         return best.mean(axis=0).astype(np.float64)
 
     def _token_offsets(self, text: str) -> np.ndarray:
-        """Character offsets in ``text`` of the token vectors :meth:`_forward` keeps for it
-        (the same tokenizer, truncation and special-token filter; sentence-transformers
-        tokenizes the stripped text, hence the shift)."""
-        model = self._st.model
-        tokenizer = model.tokenizer
+        """Character offsets in ``text`` of the token vectors :meth:`_forward` keeps for it: every
+        piece of the whole text (windows cover what one pass cannot) but the special ones, under
+        the same tokenizer (sentence-transformers tokenizes the stripped text, hence the shift)."""
+        tokenizer = self._st.model.tokenizer
         stripped = text.strip()
         shift = len(text) - len(text.lstrip())
-        enc = tokenizer(stripped, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length)
-        special = set(tokenizer.all_special_ids)
-        rows = [off for tid, off in zip(enc["input_ids"], enc["offset_mapping"], strict=True) if int(tid) not in special]
-        return np.asarray(rows, dtype=np.int64).reshape(-1, 2) + shift
+        p = pieces(tokenizer, stripped)
+        return p.offsets[~np.isin(p.ids, np.asarray(sorted(tokenizer.all_special_ids)))] + shift
 
     def score_spans(self, query: str, text: str, spans: Sequence[tuple[int, int]]) -> np.ndarray:
         """P(relevant) of each character span of ``text`` (its sentences) from the passage's own
         contextual token vectors: MaxSim over the tokens that start inside the span, so a pronoun
-        carries what the model read around it and no model runs when the passage is cached.
-        A span past the model's max length has no token vectors and is encoded alone."""
+        carries what the model read around it and no model runs when the passage is cached (a
+        passage longer than the model's window has a vector for every piece, from its windows).
+        A span holding no piece at all (characters the tokenizer drops) is encoded alone."""
         if not spans:
             return np.zeros(0, dtype=np.float64)
         q = self._query_tokens(query)

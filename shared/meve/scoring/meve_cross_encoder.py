@@ -3,7 +3,8 @@
 all-MiniLM-L6-v2 (the bi-encoder meve ships) fine-tuned as a cross-encoder: the query and one
 sentence read together, mean pooling as the checkpoint was trained, one linear head, one logit.
 A passage's score is its best sentence's (MaxP): the model was trained on sentences and short
-windows, and the sentence scores then serve evidence pruning with no second model run. A Platt
+windows, and the sentence scores then serve evidence pruning with no second model run (a sentence
+longer than the model's 256 pieces scores as its best window: :meth:`MiniLMCrossEncoder.infer`). A Platt
 scaling fitted on SQuAD dev articles that are never reported on maps the logit to P(relevant).
 The weights, the calibration and the training log are one safetensors file (fp16, 45 MB);
 ``weights/MODEL_CARD.md`` gives data, licence and metrics, ``make train-verifier`` rebuilds it.
@@ -29,6 +30,7 @@ from meve.scoring.calibration import Calibration
 from meve.scoring.devices import check_device, resolve_device
 from meve.scoring.protocols import Scoring, split_sizes
 from meve.scoring.registry import default_model_path, registry
+from meve.scoring.windows import text_windows
 
 __all__ = [
     "CROSS_ENCODER_L3_PATH",
@@ -111,13 +113,21 @@ class MiniLMCrossEncoder:
 
     def infer(self, query: str, texts: Sequence[str], batch_size: int = 32, batch_tokens: int | None = CPU_BATCH_TOKENS) -> np.ndarray:
         """One logit per text; texts go in length order, in batches of at most ``batch_tokens``
-        padded tokens (see :mod:`meve.scoring.batching`), so a batch pads little."""
-        out = np.zeros(len(texts), dtype=np.float64)
+        padded tokens (see :mod:`meve.scoring.batching`), so a batch pads little. A text whose pair
+        with ``query`` is past ``max_length`` (one long sentence: a list, a table row) gets the
+        best logit of its overlapping windows (:mod:`meve.scoring.windows`) instead of its head's."""
+        room = self.max_length - self.tok.num_special_tokens_to_add(pair=True) - len(self.tok(query, add_special_tokens=False, verbose=False)["input_ids"])
+        windows = [text_windows(self.tok, t, max(room, self.max_length // 4)) for t in texts]
+        owner = np.repeat(np.arange(len(texts)), [len(w) for w in windows])
+        flat = [w for ws in windows for w in ws]
+        scored = np.zeros(len(flat), dtype=np.float64)
         q = estimated_tokens(query)
-        lengths = [min(q + estimated_tokens(t), self.max_length) for t in texts]
+        lengths = [min(q + estimated_tokens(t), self.max_length) for t in flat]
         with self.torch.inference_mode():
             for rows in token_batches(lengths, max_items=batch_size, max_tokens=batch_tokens):
-                out[rows] = self.logits([query] * len(rows), [texts[i] for i in rows]).float().cpu().numpy()
+                scored[rows] = self.logits([query] * len(rows), [flat[i] for i in rows]).float().cpu().numpy()
+        out = np.full(len(texts), -np.inf)
+        np.maximum.at(out, owner, scored)
         return out
 
 
