@@ -77,9 +77,10 @@ def test_memory_cli(tmp_path, minilm, capsys):
     import json
 
     out = json.loads(capsys.readouterr().out)
-    # top_k 1 recalls the bike turn; the reply after it comes in as its partner turn (the default).
+    # top_k 1 recalls the bike turn; the reply after it comes in as its partner turn, worth half its anchor (the default).
     assert [t["text"] for t in out["turns"]] == ["My bike is a green Brompton.", "The weather is nice.", "What colour is my bike?"]
-    assert [tr["reason"] for tr in out["trace"] if tr["included"]][1:] == ["relevance rank 1 of top_k 1", "partner turn of relevance rank 1"]
+    reasons = [tr["reason"] for tr in out["trace"] if tr["included"]][1:]
+    assert reasons == ["relevance rank 1 (score 1.000) of top_k 1", "partner turn of relevance rank 1 (worth 0.5 x 1.000 = 0.500)"]
     assert main(["memory", "add", "  ", "--db", db, "--session", "s"]) == 2
 
 
