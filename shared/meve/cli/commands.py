@@ -128,8 +128,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     client = chroma_client(args.db)
     add: list[int] = list(range(len(chunks)))
     delete: list[str] = []
-    if args.collection in {c.name for c in client.list_collections()}:
-        add, delete = _plan(client.get_collection(args.collection), chunks, sources, args.replace, args.collection)
+    existing = client.get_collection(args.collection) if args.collection in {c.name for c in client.list_collections()} else None
+    if existing is not None:
+        add, delete = _plan(existing, chunks, sources, args.replace, args.collection)
     if add:
         MeVe.from_texts(
             [chunks[i][1] for i in add],
@@ -137,6 +138,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             metadatas=[chunks[i][2] for i in add],
             client=client,
             collection_name=args.collection,
+            embedder=_embedder(existing, args.precision),
             show_progress=sys.stderr.isatty(),
         )
     collection = client.get_collection(args.collection)
@@ -150,6 +152,18 @@ def cmd_index(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
     return 0
+
+
+def _embedder(collection: Any, precision: str | None = None) -> Any:
+    """meve's MiniLM at ``precision``, else at the precision ``collection`` was indexed with (the
+    name it records says int8), else float32: ``meve query`` reads an int8 index with no flag."""
+    from meve.scoring.embedders import SentenceTransformerEmbedder, default_embedder
+
+    int8 = SentenceTransformerEmbedder(precision="int8")
+    recorded = (collection.metadata or {}).get("meve:embedder") if collection is not None else None
+    if precision == "int8" or (precision is None and recorded == int8.name):
+        return int8
+    return default_embedder()
 
 
 def _phase_table(result: Any) -> Any:
@@ -193,7 +207,8 @@ def _open_meve(args: argparse.Namespace, db: str) -> Any:
     names = [c.name for c in client.list_collections()]
     if args.collection not in names:
         raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
-    return MeVe.from_chroma(client.get_collection(args.collection))
+    collection = client.get_collection(args.collection)
+    return MeVe.from_chroma(collection, embedder=_embedder(collection))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
