@@ -58,3 +58,15 @@ def test_the_default_verifier_over_int8_scores_like_float32(minilm, int8, texts)
     quantised = LateInteractionScorer(int8).score(query, texts)
     assert np.argmax(quantised) == np.argmax(exact)
     assert np.corrcoef(exact, quantised)[0, 1] > 0.99
+
+
+def test_the_compressor_over_int8_encodes_each_text_once_in_int8(int8, texts):
+    from langchain_core.documents import Document
+
+    from langchain_meve import MeVeCompressor
+
+    scorer = LateInteractionScorer(int8)
+    compressor = MeVeCompressor(embedder=int8, scorer=scorer)
+    kept = compressor.compress_documents([Document(page_content=t) for t in texts], "Who invented the pneumatic tyre?")
+    assert kept and any("Dunlop" in d.page_content for d in kept)
+    assert scorer.encoded_at_query_time == len(set(texts))  # one int8 pass per text: dense and token vectors together
