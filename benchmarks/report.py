@@ -496,13 +496,134 @@ def hierarchical_facts(h: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write() -> Path:
-    """Render BENCHMARKS.md from the results files."""
+def _model(m: Mapping[str, Any] | None) -> str:
+    """A model figure as GFLOP/s and its fraction of this CPU's limit for its precision."""
+    if not m:
+        return ""
+    if "of_float32" in m:
+        return f"{m['gflops']} GFLOP/s ({m['of_float32']:.0%} of float32)"
+    return f"{m['gflops']} GFLOP/s ({m['of_int8_linear']:.0%} of meve's int8 layer, {m['of_int8_int_mm']:.0%} of the int8 kernel)"
+
+
+def query_time_facts(q: dict[str, Any] | None, i: dict[str, Any] | None) -> dict[str, Any]:
+    """Issue 49: the drop-in path's query time against a plain encode and the frameworks' filters,
+    int8's quality and ingestion speed, each model figure against the CPU's limit."""
+    targets: list[str] = []
+    out: dict[str, Any] = {"q": q, "i": i}
+    if q:
+        sets = q["datasets"]
+        meve = [a for a in next(iter(sets.values())) if a.endswith("_over_plain_encode_p50")]
+        for arm in meve:
+            got = ", ".join(f"{NAMES[n]} {r[arm]:.2f}x" for n, r in sets.items())
+            name = arm.removesuffix("_over_plain_encode_p50")
+            targets.append(
+                _target(
+                    all(r[arm] <= 0.5 for r in sets.values()),
+                    f"`{name}` over 20 new candidates, its p50 over a plain float32 encode of them: {got} (target <= 0.5x).",
+                )
+            )
+        for other, mine in q["same_work"].items():
+            for m in mine:
+                for suffix in ("", "_int8"):
+                    key = f"{other}_over_{m}{suffix}_p50"
+                    if all(key in r for r in sets.values()):
+                        got = ", ".join(f"{NAMES[n]} {r[key]:.2f}x" for n, r in sets.items())
+                        targets.append(_target(all(r[key] >= 1.0 for r in sets.values()), f"`{other}` over `{m}{suffix}`, p50: {got} (target >= 1.0x)."))
+        arms = [k.removesuffix("_ms_p50") for k in next(iter(sets.values())) if k.endswith("_ms_p50")]
+        out["latency"] = table(
+            [
+                {"arm": a}
+                | {f"{NAMES[n]} p50 / p95 ms": f"{r[f'{a}_ms_p50']} / {r[f'{a}_ms_p95']}" for n, r in sets.items()}
+                | {f"{NAMES[n]} model": _model(r.get(f"{a}_model")) for n, r in sets.items()}
+                for a in arms
+            ]
+        )
+        out["ratios"] = table([{"data": NAMES[n], **{k.removesuffix("_p50"): v for k, v in r.items() if "_over_" in k}} for n, r in sets.items()])
+        out["sets"] = table([{"data": NAMES[n], **{k: r[k] for k in ("questions", "candidates_mean", "tokens_mean")}} for n, r in sets.items()])
+        out["arms"] = [f"- `{k}`: {v}" for k, v in q["arms"].items()]
+    if i:
+        quality = i["quality"]
+        worst_auc = max(r["auc_lost"] for r in quality.values())
+        worst_ev = max(abs(r["evidence_change"]) for r in quality.values())
+        lim = i["limits_issue_49"]
+        targets.append(_target(worst_auc <= lim["auc_lost"], f"int8: AUC lost on the dev splits at most {worst_auc:+.4f} (target <= {lim['auc_lost']})."))
+        targets.append(
+            _target(
+                worst_ev <= lim["evidence_change"],
+                f"int8: the default's evidence changed by at most {worst_ev:.4f} on the dev splits (target <= {lim['evidence_change']}).",
+            )
+        )
+        ing = i["ingestion"]
+        ratio = ing["from_texts_int8_over_float32"]
+        targets.append(
+            _target(
+                ratio >= lim["ingestion_speedup"],
+                f"ingestion (`from_texts`, {ing['passages']:,} passages): int8 {ing['from_texts_int8']['passages_per_s']} passages/s against float32's "
+                f"{ing['from_texts_float32']['passages_per_s']} in the same run, {ratio:.2f}x (target >= {lim['ingestion_speedup']}x, within the quality limits above).",
+            )
+        )
+        out["quality"] = table(
+            [
+                {"data": NAMES.get(n, n), "AUC float32": r["auc_float32"], "AUC int8": r["auc_int8"], "AUC lost": r["auc_lost"], "pairs": r["pairs"]}
+                | {
+                    "evidence float32": r["default_float32"]["evidence"],
+                    "evidence int8": r["default_int8"]["evidence"],
+                    "evidence change": r["evidence_change"],
+                }
+                | {
+                    "tokens float32": r["default_float32"]["tokens"],
+                    "tokens int8": r["default_int8"]["tokens"],
+                    "dense cosine mean / min": f"{r['dense_cos_mean']} / {r['dense_cos_min']}",
+                }
+                for n, r in quality.items()
+            ]
+        )
+        enc = i["encode"]
+        rows = [
+            {"what": f"encode pass, {enc['passages']:,} passages", "precision": p, "passages/s": enc[p]["passages_per_s"], "model": _model(enc[p]["model"])}
+            for p in ("float32", "int8")
+        ]
+        rows += [
+            {
+                "what": f"`from_texts`, {ing['passages']:,} passages",
+                "precision": p,
+                "passages/s": ing[f"from_texts_{p}"]["passages_per_s"],
+                "model": _model(ing[f"from_texts_{p}"]["model"]),
+            }
+            for p in ("float32", "int8")
+        ]
+        rows += [
+            {
+                "what": f"`meve index`, {ing[f'meve_index_{p}']['chunks']:,} chunks",
+                "precision": p,
+                "passages/s": ing[f"meve_index_{p}"]["chunks_per_s"],
+                "model": "",
+            }
+            for p in ("float32", "int8")
+            if f"meve_index_{p}" in ing
+        ]
+        out["speed"] = table(rows)
+    limit = (q or i or {}).get("limit")
+    if limit:
+        out["limit"] = limit
+        out["limit_table"] = table([{"product": k, **v} for k, v in limit["per_shape"].items()])
+    out["targets"] = targets
+    return out
+
+
+def environment() -> Any:
+    """The templates' Jinja environment: strict (a missing fact is an error, not an empty string)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    res = load()
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(table=table, fmt=fmt, knobs=knobs)
+    return env
+
+
+def write() -> Path:
+    """Render BENCHMARKS.md from the results files."""
+    res = load()
+    env = environment()
     facts: dict[str, Any] = {"res": res, "names": NAMES, "arms": ARMS}
     if "context" in res:
         facts["context"] = context_facts(res["context"])
@@ -515,6 +636,7 @@ def write() -> Path:
     if "hierarchical" in res:
         facts["hierarchical"] = hierarchical_facts(res["hierarchical"])
     facts["scale"] = scale_facts(res["scale"], res.get("token_store")) if "scale" in res else None
+    facts["query_time"] = query_time_facts(res.get("query_time"), res.get("int8")) if "query_time" in res or "int8" in res else None
     first = [res["context"]] if "context" in res else []
     machine: dict[str, Any] = next((r["machine"] for r in [*first, *res.values()] if "machine" in r), {})
     facts["machine"] = machine

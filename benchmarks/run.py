@@ -26,6 +26,8 @@ SECTIONS = (
     "memory_lodo",
     "verifier",
     "token_store",
+    "int8",
+    "query_time",
     "unanswerable",
     "startup",
     "hierarchical",
@@ -97,6 +99,19 @@ def main() -> None:
         from benchmarks import token_store
 
         save("token_store", token_store.run(data, dev_limit=200 if full else 40))
+    if "int8" in only:
+        from benchmarks import int8
+
+        int8_sizes = (
+            {"dev_limit": 200, "encode_passages": 2_000, "ingest_passages": 10_000}
+            if full
+            else {"dev_limit": 40, "encode_passages": 200, "ingest_passages": 1_000}
+        )
+        save("int8", int8.run(data, **int8_sizes, cli=full))
+    if "query_time" in only:
+        from benchmarks import query_time
+
+        save("query_time", query_time.run(data, questions=50 if full else 5))
     if "unanswerable" in only:
         from benchmarks import unanswerable
 

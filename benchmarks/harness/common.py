@@ -234,10 +234,10 @@ class TokenDiskCache:
         return True
 
 
-def prime(li: LateInteractionScorer, texts: Sequence[str], label: str) -> None:
+def prime(li: LateInteractionScorer, texts: Sequence[str], label: str, emb: DiskCachedEmbedder | None = None) -> None:
     """One forward pass per text not cached yet gives both its token vectors (the verifier's
-    cache) and its dense vector (the embedding cache)."""
-    emb = embedder()
+    cache) and its dense vector (the embedding cache: ``emb``, default the float32 MiniLM's)."""
+    emb = emb if emb is not None else embedder()
     missing = [t for t in dict.fromkeys(texts) if text_key(t) not in li.cache]
     for start in range(0, len(missing), 256):
         batch = missing[start : start + 256]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchmarks.harness.common import embedder, li_verifier, prime
+from benchmarks.harness.common import DiskCachedEmbedder, embedder, li_verifier, prime
 from meve import MeVe
 from meve.retrieval.fusion import rrf
 from meve.scoring.late_interaction import LateInteractionScorer
@@ -19,10 +19,11 @@ class Corpus:
     """Passages (ids, texts) with a MeVe index whose scorer is ``li`` (token vectors primed once,
     cached on disk by the caller's :class:`~benchmarks.harness.common.TokenDiskCache`)."""
 
-    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str], li: LateInteractionScorer) -> None:
+    def __init__(self, name: str, ids: Sequence[str], texts: Sequence[str], li: LateInteractionScorer, emb: DiskCachedEmbedder | None = None) -> None:
+        """``emb``: the dense vectors' cache, of the model ``li`` runs (default the float32 MiniLM's)."""
         self.name = name
-        self.emb = embedder()
-        prime(li, texts, name)
+        self.emb = emb if emb is not None else embedder()
+        prime(li, texts, name, self.emb)
         self.meve = MeVe.from_texts(list(texts), ids=list(ids), embedder=self.emb, scorer=li_verifier(li), batch_size=1024)
         self.text = dict(zip(ids, texts, strict=True))
         self._dense: dict[str, list[str]] = {}

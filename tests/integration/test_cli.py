@@ -165,6 +165,7 @@ BAD_ARGUMENTS = [
     (["index", "n.md", "--db", "d", "--chunk-tokens", "0"], "argument --chunk-tokens: 0 is not allowed: expected an int in [8, 100000]"),
     (["index", "n.md", "--db", "d", "--chunk-tokens", "-5"], "argument --chunk-tokens: -5 is not allowed"),
     (["index", "n.md", "--db", "d", "--collection", ""], "argument --collection: '' is not allowed: expected 3-512 letters"),
+    (["index", "n.md", "--db", "d", "--precision", "int4"], "argument --precision: invalid choice: 'int4'"),
     (["query", "", "--db", "d"], "argument query: '' is not allowed: expected a non-empty question"),
     (["query", "q", "--db", "d", "--t-max", "0"], "argument --t-max: 0 is not allowed: expected an int >= 1"),
     (["query", "q", "--db", "d", "--tau", "1.5"], "argument --tau: '1.5' is not allowed: expected a number in [0.0, 1.0]"),
@@ -337,3 +338,22 @@ def test_replace_deletes_a_corpus_indexed_under_the_former_stem_ids_by_source(tm
     assert "replacing 2 old chunk(s)" in capsys.readouterr().out
     ((pid, row),) = _rows(db).items()
     assert row == (source, "Brakes need new pads every season.") and pid.startswith("notes.md#0@")
+
+
+def test_an_int8_index_is_queried_in_int8_and_never_mixed_with_float32_vectors(tmp_path, capsys):
+    db = str(tmp_path / "db")
+    notes = tmp_path / "notes.md"
+    notes.write_text("Chain lubrication keeps the drivetrain quiet. Tyres last about 5000 km.")
+    assert main(["index", str(notes), "--db", db, "--precision", "int8"]) == 0
+    capsys.readouterr()
+    assert chroma_client(db).get_collection("meve").metadata["meve:embedder"] == "all-MiniLM-L6-v2 (int8)"
+    assert main(["query", "How long do tyres last?", "--db", db, "--json"]) == 0  # no flag: the index's precision
+    result = json.loads(capsys.readouterr().out)
+    assert result["documents"] and result["trace"][0]["info"]["embedder"] == "all-MiniLM-L6-v2 (int8)"
+    more = tmp_path / "more.md"
+    more.write_text("Brakes need new pads every season.")
+    assert main(["index", str(more), "--db", db, "--precision", "float32"]) == 2
+    assert "all-MiniLM-L6-v2 (int8)" in _err(capsys)
+    assert chroma_client(db).get_collection("meve").count() == 1  # refused before anything was added
+    assert main(["index", str(more), "--db", db]) == 0  # no flag: the index's precision
+    assert chroma_client(db).get_collection("meve").count() == 2

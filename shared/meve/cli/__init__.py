@@ -52,6 +52,11 @@ def _add_retrieval_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--collection", default=DEFAULT_COLLECTION, type=checks.collection_name)
     p.add_argument("--chunk-tokens", type=checks.integer(8, 100_000, "tokens per chunk"), default=120, help="sentence groups of at most this many tokens")
     p.add_argument("--replace", action="store_true", help="index changed files again: new chunks are added, then old ones deleted")
+    p.add_argument(
+        "--precision",
+        choices=("float32", "int8"),
+        help="MiniLM's precision (int8: faster on the CPU, slightly different vectors); default: the collection's, else float32",
+    )
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("query", parents=[common], help="run MeVe on an index and show each phase")

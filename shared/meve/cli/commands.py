@@ -131,8 +131,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     add: list[int] = list(range(len(chunks)))
     delete: list[str] = []
     # Every call goes through chroma_call: other processes sharing the directory must see these writes.
-    if args.collection in {c.name for c in chroma_call("list collections", client.list_collections)}:
-        add, delete = _plan(chroma_call("open the collection", client.get_collection, args.collection), chunks, sources, args.replace, args.collection)
+    listed = {c.name for c in chroma_call("list collections", client.list_collections)}
+    existing = chroma_call("open the collection", client.get_collection, args.collection) if args.collection in listed else None
+    if existing is not None:
+        add, delete = _plan(existing, chunks, sources, args.replace, args.collection)
     if add:
         MeVe.from_texts(
             [chunks[i][1] for i in add],
@@ -140,6 +142,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             metadatas=[chunks[i][2] for i in add],
             client=client,
             collection_name=args.collection,
+            embedder=_embedder(existing, args.precision),
             show_progress=sys.stderr.isatty(),
         )
     collection = chroma_call("open the collection", client.get_collection, args.collection)
@@ -154,6 +157,18 @@ def cmd_index(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
     return 0
+
+
+def _embedder(collection: Any, precision: str | None = None) -> Any:
+    """meve's MiniLM at ``precision``, else at the precision ``collection`` was indexed with (the
+    name it records says int8), else float32: ``meve query`` reads an int8 index with no flag."""
+    from meve.scoring.embedders import SentenceTransformerEmbedder, default_embedder
+
+    int8 = SentenceTransformerEmbedder(precision="int8")
+    recorded = (collection.metadata or {}).get("meve:embedder") if collection is not None else None
+    if precision == "int8" or (precision is None and recorded == int8.name):
+        return int8
+    return default_embedder()
 
 
 def _phase_table(result: Any) -> Any:
@@ -197,7 +212,8 @@ def _open_meve(args: argparse.Namespace, db: str) -> Any:
     names = [c.name for c in client.list_collections()]
     if args.collection not in names:
         raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")
-    return MeVe.from_chroma(client.get_collection(args.collection))
+    collection = client.get_collection(args.collection)
+    return MeVe.from_chroma(collection, embedder=_embedder(collection))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

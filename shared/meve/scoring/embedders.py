@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from meve.core.errors import ConfigError, StoreError
-from meve.scoring.devices import check_device, resolve_device
+from meve.scoring.devices import check_device, check_precision, resolve_device
 from meve.scoring.protocols import Embedder
 from meve.scoring.registry import INSTALL_HINT, default_model_path, registry
 
@@ -24,21 +24,28 @@ class SentenceTransformerEmbedder:
 
     ``model`` is a path, a model name, or a loaded ``SentenceTransformer``; it loads on first use.
     ``device``: "auto" (CUDA, then Apple MPS, then the CPU, decided at load), or a device name.
+    ``precision``: "float32", or "int8" (the linear layers in int8 on the CPU, :mod:`meve.scoring.int8`;
+    "auto" then means the CPU, and the name says int8, so a collection built with it is not
+    read with float32 vectors).
     """
 
-    def __init__(self, model: Any = None, *, device: str = "auto", batch_size: int = 64, name: str | None = None) -> None:
+    def __init__(self, model: Any = None, *, device: str = "auto", batch_size: int = 64, name: str | None = None, precision: str = "float32") -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
             raise ConfigError("batch_size", batch_size, "an int in [1, 4096] (texts per forward pass)")
-        self._given = model
         self.requested_device = check_device(device)
-        self._device: str | None = None
+        self.precision = check_precision(precision, device)
+        if precision == "int8" and model is not None and not isinstance(model, str):
+            raise ConfigError("precision", precision, '"float32" for a loaded model you pass (int8 quantises the copy meve loads: pass its path or name)')
+        self._given = model
+        self._device: str | None = "cpu" if precision == "int8" else None
         self.batch_size = batch_size
         if model is None:
-            self.name = name or "all-MiniLM-L6-v2"
+            base = "all-MiniLM-L6-v2"
         elif isinstance(model, str):
-            self.name = name or os.path.basename(model.rstrip("/")) or model
+            base = os.path.basename(model.rstrip("/")) or model
         else:
-            self.name = name or str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or type(model).__name__)
+            base = str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or type(model).__name__)
+        self.name = name or (f"{base} (int8)" if precision == "int8" else base)
 
     @property
     def device(self) -> str:
@@ -51,7 +58,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def model(self) -> Any:
-        """The loaded ``SentenceTransformer`` (shared by every handle on the same path and device)."""
+        """The loaded ``SentenceTransformer`` (shared by every handle on the same path, precision and device)."""
         if self._given is not None and not isinstance(self._given, str):
             return self._given
         path = self._given if isinstance(self._given, str) else default_model_path()
@@ -61,9 +68,14 @@ class SentenceTransformerEmbedder:
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:  # pragma: no cover
                 raise ImportError(f"SentenceTransformerEmbedder needs sentence-transformers; {INSTALL_HINT}") from exc
-            return SentenceTransformer(path, device=self.device)
+            model = SentenceTransformer(path, device=self.device)
+            if self.precision == "int8":
+                from meve.scoring.int8 import quantize_linears
 
-        return registry.get("st", path, self.device, factory, label=self.name)
+                quantize_linears(model)
+            return model
+
+        return registry.get("st", f"{path}|{self.precision}", self.device, factory, label=self.name)
 
     @property
     def dimension(self) -> int:
