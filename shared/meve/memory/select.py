@@ -139,26 +139,27 @@ def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int |
     scores scaled to the best one; ties keep relevance order, then the anchor before its partner."""
     snap, cfg = fill.snap, fill.cfg
     top = max((scores.get(i, 0.0) for i in chosen), default=0.0) or 1.0
-    # position -> (worth, order, relevance rank, is a partner): order breaks ties by rank, anchors first.
-    cands: dict[int, tuple[float, float, int, bool]] = {}
+    # position -> (worth, relevance rank, is a partner): ties go by rank, an anchor before its partner.
+    cands: dict[int, tuple[float, int, bool]] = {}
     for rank_, i in enumerate(chosen, start=1):
         own = scores.get(i, 0.0) / top
         if i not in cands or cands[i][0] < own:
-            cands[i] = (own, rank_, rank_, False)
+            cands[i] = (own, rank_, False)
         j = partner(i) if cfg.partner_turns else None
         if j is None or j >= snap.n:
             continue
         worth = cfg.partner_weight * own
         if worth > 0 and (j not in cands or cands[j][0] < worth):
-            cands[j] = (worth, rank_ + 0.5, rank_, True)
+            cands[j] = (worth, rank_, True)
 
     def why(i: int) -> str:
-        worth, _, rank_, paired = cands[i]
+        worth, rank_, paired = cands[i]
         if paired:
             return f"partner turn of relevance rank {rank_} (worth {cfg.partner_weight} x {worth / cfg.partner_weight:.3f} = {worth:.3f})"
         return f"relevance rank {rank_} (score {worth:.3f})" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")
 
-    order = sorted(cands, key=lambda i: (-cands[i][0], cands[i][1]))
+    order = sorted(cands, key=lambda i: (-cands[i][0], cands[i][1], cands[i][2]))
+    unnamed = (False, f"did not fit in what was left of l_max {cfg.l_max} (the first {_NAMED_MISSES} such turns are named)", 0)
     missed = 0
     for i in order:
         if i in fill.sel.reasons:  # a recent or kept-role turn: in already, or refused with its own reason
@@ -169,7 +170,7 @@ def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int |
             if missed <= _NAMED_MISSES:
                 fill.refuse(i, f"{why(i)}: needs {fill.ledger.cost(line)} tokens, {fill.ledger.left} left of l_max {cfg.l_max}")
             else:  # a fill over a long conversation would otherwise spend most of its time on these strings
-                fill.sel.reasons[i] = (False, f"did not fit in what was left of l_max {cfg.l_max} (the first {_NAMED_MISSES} such turns are named)", 0)
+                fill.sel.reasons[i] = unnamed
             continue
         fill.take(i, snap.turns[i], line, why(i))
 
