@@ -1,41 +1,55 @@
 """Chat memory, leave-one-dataset-out (issues 35 and 48): does MomentaryMemory's default keep more
 evidence than plain recall filled to the same budget, on conversations its default was not chosen on?
 
-Four data sets (:mod:`benchmarks.harness.conversations`): LoCoMo, SelQA-chat, MemoryBank and RealMem
-(added for issue 48; no run of this benchmark had seen it, but a fill-only sanity check of its
-loader read one dev conversation: dense, BM25 and hybrid fills at 512 tokens, no MemoryConfig
-setting). A LongMemEval_S sample has a loader and splits but is not in the run yet (its 29k turns
-did not finish embedding on this CPU); REALTALK has a loader but is left out: its repository has
-no licence. The metric that chooses is answerable evidence: evidence-turn recall counted on the
-rendered context's text (each question's evidence turns whose text stands in it), where a temporal
-question's evidence (LoCoMo's category 2, whose answers are dates; a MemoryBank question that names a
-date or asks for one; LongMemEval's and RealMem's temporal-reasoning questions) counts only when the
-context shows the turns' dates. The share of questions with all their evidence is reported beside,
-on the same footing (its own best fill), and plain evidence recall too. (The first run of this
-protocol, 2026-11-25, chose by plain recall, which never rewards a date; it chose dates off, making
-LoCoMo's temporal questions unanswerable. The metric was changed after that run. The second run had
-two data sets; MemoryBank was added after its test figures were seen, with the grid, the metric and
-the rule unchanged. Every run is in BENCHMARKS.md or its history.)
+Five data sets (:mod:`benchmarks.harness.conversations`): LoCoMo, SelQA-chat, MemoryBank, RealMem
+and a LongMemEval_S sample (60 questions, each asked after its own history of about 500 turns;
+added for issue 48's second run, its test split unseen; REALTALK has a loader but is left out: its
+repository has no licence). The metric that chooses is answerable evidence: evidence-turn recall
+counted on the rendered context's text (each question's evidence turns whose text stands in it),
+where a temporal question's evidence (LoCoMo's category 2, whose answers are dates; a MemoryBank
+question that names a date or asks for one; LongMemEval's and RealMem's temporal-reasoning
+questions) counts only when the context shows the turns' dates. The share of questions with all
+their evidence is reported beside, on the same footing (its own best fill), and plain evidence
+recall too. (The first run of this protocol, 2026-11-25, chose by plain recall, which never rewards
+a date; the metric was changed after that run. Every run is in BENCHMARKS.md or its history.)
 
-This run (issue 48) changed the selection before it ran, on dev questions only: partner turns
-compete as candidates worth ``partner_weight`` x their anchor's score instead of following it; a
-dated context shows each date once per day; the time detector was narrowed on LoCoMo's and
-MemoryBank's dev questions (benchmarks/fitted/time_detector.json).
+Issue 48's first run (2026-11-26 morning, four sets) missed its targets: the always-kept most recent
+turn cost RealMem 0.06-0.11 (its last turns average ~250 tokens, LoCoMo's ~20). Before the second
+run, the selection changed, each change tried on dev splits only (LoCoMo, SelQA-chat, MemoryBank,
+RealMem: their test figures had been seen in the first run; LongMemEval's had not):
+- ``keep_recent="auto"``: the most recent turns are kept first only for a query that reads as a
+  follow-up (:func:`meve.memory.decide.follow_up_words`; it fires on 7 of 1,442 dev questions, all
+  standalone), otherwise they compete by relevance;
+- ``lexical_confidence`` (a grid knob in the second run): BM25's weight scaled per query by how much
+  of the query its best match covered.
+Tried on dev and dropped before the second run: a recent turn capped at 1/8 or 1/4 of the budget
+(RealMem still -0.02 to -0.05), ordering candidates by score per token^0.25 or ^0.5 (lower on
+LoCoMo and MemoryBank). dates=False left the grid: "auto" beat it on every dev split at every
+budget in the first run.
+
+The second run (36 settings, 2026-11-26 09:26) chose lexical confidence for three of five left-out
+sets; on LoCoMo's test split that choice lost 0.009-0.065 to the best fill, where the same setting
+without it gained. Its dev splits had shown the same (LoCoMo dev -0.05 with it at BM25 weight 0.5):
+a question that names people and rare things covers little of its own words in any one turn, so
+the knob took BM25's weight away exactly where LoCoMo needs it. It left the library and the grid
+after that run's test figures were seen (this third run: 18 settings); the second run's figures
+are in BENCHMARKS.md's history.
 
 Protocol, fixed before the run:
 1. On each dev split, at l_max 256, 512 and 1024: dense-fill, BM25-fill (stemmed or plain, whichever
    is better on that dev split at 512) and hybrid-fill (RRF), each filling the budget in its rank
    order and rendered as the memory renders (``role: text`` lines in time order; each fill also with
    its lines dated for a query about time, as ``dates="auto"`` renders; the best of the six is the
-   baseline), and every setting of GRID (24: fusion x dates off/auto x partner turns) replayed through
-   meve.memory.select.
+   baseline), and every setting of GRID (18: fusion x partner turns x keep_recent, dates "auto")
+   replayed through meve.memory.select.
 2. For each data set D: the setting with the best worst-case margin over the best fill baseline on
    the other sets' dev splits at all three budgets, reported on D's test split at 256, 512 and 1024
    tokens beside the baselines, with paired bootstrap intervals on both metrics.
 3. The shipped default: the best worst-case margin over every dev split (in-distribution on each).
 4. Beside: the default shipped before this run (replayed with this run's code), the paper's settings
-   (PAPER), and the chosen setting through the real MomentaryMemory (Chroma, MiniLM) on test at 512,
-   which must match the replay.
+   (PAPER), the choice with the most recent turn always kept (keep_recent=True), and the chosen
+   setting through the real MomentaryMemory (Chroma, MiniLM) on test at 512, which must match the
+   replay.
 
     python -m benchmarks.run --full --only memory_lodo [--data DIR]
 """
@@ -51,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness.common import embedder
-from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, memorybank, realmem, selqa_chat
+from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, longmemeval, memorybank, realmem, selqa_chat
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
@@ -60,25 +74,30 @@ from meve.retrieval.chroma import chroma_client
 
 BUDGET = 512
 BUDGETS = (256, 512, 1024)
-FUSIONS = (("weighted", 0.2), ("weighted", 0.5), ("weighted", 0.8), ("rrf", 0.5))
-# dates=True (every context dated) left the grid before this run: "auto" dates the same time questions
-# (detector recall 0.99-1.0 on dev) and spends nothing on the others. Partner turns: off, or competing
-# as candidates worth 0.5 or 1.0 of their anchor (1.0 puts the partner right after its anchor, as the
-# forced adjacency of earlier runs did).
+FUSIONS = (("weighted", 0.5), ("weighted", 0.8), ("rrf", 0.5))
+# Partner turns: off, or competing as candidates worth 0.5 or 1.0 of their anchor (1.0 puts the
+# partner right after its anchor, as the forced adjacency of earlier runs did).
 PARTNERS: tuple[dict[str, Any], ...] = (
     {"partner_turns": False},
     {"partner_turns": True, "partner_weight": 0.5},
     {"partner_turns": True, "partner_weight": 1.0},
 )
 GRID: list[dict[str, Any]] = [
-    {"fusion": f, "weights": {"bm25": w, "dense": round(1 - w, 2)}, "dates": d, **p} for (f, w), d, p in itertools.product(FUSIONS, (False, "auto"), PARTNERS)
+    {"fusion": f, "weights": {"bm25": w, "dense": round(1 - w, 2)}, "dates": "auto", "keep_recent": kr, **p}
+    for (f, w), p, kr in itertools.product(FUSIONS, PARTNERS, (True, "auto"))
 ]
-# The default shipped before this run (issue 35's choice), replayed with this run's code: partner
-# turns right after their anchor, dates for a query about time.
-AT_START = {"fusion": "weighted", "weights": {"bm25": 0.5, "dense": 0.5}, "dates": "auto", "partner_turns": True, "partner_weight": 1.0}
+# The default shipped before this run (the first run of issue 48), replayed with this run's code.
+AT_START = {
+    "fusion": "weighted",
+    "weights": {"bm25": 0.5, "dense": 0.5},
+    "dates": "auto",
+    "partner_turns": True,
+    "partner_weight": 0.5,
+    "keep_recent": True,
+}
 # The Momentary Contexts paper's reconstruction: a weighted sum of normalised BM25 and vector scores
 # (it gives no weights; equal ones), the most recent turn, no dates, no partner turns.
-PAPER = {"fusion": "weighted", "weights": {"bm25": 0.5, "dense": 0.5}, "dates": False, "partner_turns": False}
+PAPER = {"fusion": "weighted", "weights": {"bm25": 0.5, "dense": 0.5}, "dates": False, "partner_turns": False, "keep_recent": True}
 FILLS = ("dense", "bm25", "hybrid")
 METRIC = "answerable"
 METRICS = ("answerable", "all_evidence")
@@ -91,6 +110,7 @@ def _conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
         "selqa_chat": selqa_chat(),
         "memorybank": memorybank(),
         "realmem": realmem(),
+        "longmemeval": longmemeval(),
     }
 
 
@@ -203,6 +223,7 @@ def run(data: Path) -> dict[str, Any]:
             arms = {"lodo_choice": _score(rps, qv, _setting(GRID[choice], b), chosen), "default_in_distribution": _score(rps, qv, _setting(GRID[default_i], b))}
             arms["default_before_this_run"] = _score(rps, qv, _setting(AT_START, b))
             arms["memory_paper"] = _score(rps, qv, _setting(PAPER, b))
+            arms["choice_without_per_query"] = _score(rps, qv, _setting({**GRID[choice], "keep_recent": True}, b))
             base = _baselines(rps, qv, b, stem, fills)
             # The LODO choice's gain over the best fill on each metric, with a paired bootstrap interval
             # (questions resampled; the best fill chosen again on each draw, which favours the fills).
@@ -225,7 +246,7 @@ def run(data: Path) -> dict[str, Any]:
     items = [q.id for n in MEMORY_SETS for c in sets[n]["dev"] for q in c.questions]
     write_fitted(
         "memory_config",
-        "MemoryConfig defaults (fusion, weights, dates, partner_turns, partner_weight)",
+        "MemoryConfig defaults (fusion, weights, dates, partner_turns, partner_weight, keep_recent)",
         items,
         "python -m benchmarks.run --full --only memory_lodo",
         GRID[default_i],

@@ -39,8 +39,9 @@ ARMS = {
     "lodo_choice_prune_flipped": "LODO choice, sentence pruning switched the other way",
     "meveconfig_at_start": "MeVeConfig() before this run",
     "memoryconfig_at_start": "MemoryConfig() before this run",
-    "default_before_this_run": "the default before this run (partner turns after their anchor, dates for time questions)",
+    "default_before_this_run": "the default before this run (the most recent turn always kept, partner turns worth 0.5, dates for time questions)",
     "memory_paper": "the Momentary Contexts paper's settings (equal BM25 and vector weights, no dates, no partner turns)",
+    "choice_without_per_query": "the LODO choice with the most recent turn always kept (keep_recent=True)",
 }
 
 

@@ -60,10 +60,11 @@ from benchmarks.locomo import load as load_locomo
 from benchmarks.locomo import turns_of
 from meve import MemoryConfig
 from meve.core.tokens import TokenCounter, count_many
+from meve.memory.decide import decide_dates, decide_recent
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import Selection, decide_dates, fuse, rank, select_turns, signal_weights
+from meve.memory.select import Selection, fuse, rank, select_turns, signal_weights
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
@@ -85,7 +86,7 @@ __all__ = [
 # local check, but it is not among the sets the shipped default is chosen on or reported on.
 # LongMemEval_S's sample has a loader and splits but is not in the run yet: its 29k distinct turns did
 # not finish embedding on the 2-core CPU in the session that added it.
-MEMORY_SETS = ("locomo", "selqa_chat", "memorybank", "realmem")
+MEMORY_SETS = ("locomo", "selqa_chat", "memorybank", "realmem", "longmemeval")
 MEMORYBANK_EVIDENCE = Path(__file__).with_name("memorybank_evidence.json")
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 NAMES_A_DATE = re.compile(rf"\b(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\bdate\b", re.IGNORECASE)
@@ -415,7 +416,7 @@ class Replay:
         context rendered as the memory renders it."""
         cfg = cfg.replace(dates=decide_dates(cfg.dates, query)[0])
         n = self.snap.n
-        recent = list(range(n - min(cfg.recent_turns, n), n))
+        recent = list(range(n - min(cfg.recent_turns, n), n)) if decide_recent(cfg.keep_recent, query)[0] else []
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent))
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k)

@@ -81,7 +81,7 @@ def test_add_turns_len_and_idempotent_ids():
 
 
 def test_reconstruct_keeps_recent_turn_relevant_turns_and_time_order():
-    m = filled(top_k=2, l_max=200)
+    m = filled(top_k=2, l_max=200, keep_recent=True)  # the paper's rule: the most recent turn for every query
     ctx = m.reconstruct("what breed is my dog Rex beagle")
     ids = [t.seq for t in ctx.turns]
     assert ids[-1] == 6  # the most recent turn, always
@@ -108,12 +108,29 @@ def test_l_max_cut_by_priority_and_recent_truncation_marker():
     assert ctx.token_count == m.token_counter.count(ctx.text) <= 30
     assert any(not tr.included and "left of l_max 30" in tr.reason for tr in ctx.trace)
     m.add("word " * 400, "user")
-    small = m.reconstruct("anything", l_max=40)
+    small = m.reconstruct("anything", l_max=40, keep_recent=True)
     assert small.token_count == m.token_counter.count(small.text) <= 40
     assert len(small.turns) == 1 and "truncated by meve" in small.turns[0].text
     assert small.turns[0].metadata["meve_truncated"] is True
     assert "truncated to" in small.trace[0].reason
     assert TRUNCATION_MARKER.split("{")[0].strip() in small.turns[0].text
+
+
+def test_the_recent_turn_goes_in_first_only_for_a_query_that_follows_up_on_it():
+    m = filled()
+    # A standalone question: the most recent turn ("What breed is my dog again?") competes by
+    # relevance, and the two pizza turns the query asks about take the budget (room for them only).
+    pizza = "\n".join(f"{r}: {t}" for r, t in CHAT[4:6])
+    alone = m.reconstruct("favourite pizza topping anchovies", l_max=m.token_counter.count(pizza) + 2)
+    assert alone.recent_reason == "the query stands alone: the most recent turns compete by relevance"
+    last = next(tr for tr in alone.trace if tr.seq == 6)
+    assert not last.reason.startswith("most recent turn") and {4, 5} <= {t.seq for t in alone.turns}
+    assert 6 not in {t.seq for t in alone.turns}
+    # A follow-up keeps it first, whatever it scores, and says why.
+    follow = m.reconstruct("is it a good one?", l_max=40)
+    assert follow.recent_reason == "the query reads as a follow-up ('it')"
+    assert next(tr for tr in follow.trace if tr.seq == 6).reason.startswith("most recent turn") and 6 in {t.seq for t in follow.turns}
+    assert m.reconstruct("favourite pizza topping anchovies", keep_recent=True).recent_reason == "keep_recent=True"
 
 
 def test_fusion_and_weights_are_adjustable_per_call():
@@ -460,7 +477,7 @@ def test_dates_put_each_turns_day_on_its_line_and_in_the_budget():
 
 
 def test_kept_roles_count_against_the_budget_after_the_recent_turn():
-    m = mem(dates=False)
+    m = mem(dates=False, keep_recent=True)
     m.add("You are a terse assistant. Never mention pizza.", "system")
     for i in range(20):
         m.add(f"filler remark number {i} about the weather", "user")

@@ -254,8 +254,9 @@ def time_words(query: str) -> str | None:
 
 
 def _default_weights() -> dict[str, float]:
-    # With dates="auto" and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat, MemoryBank and
-    # RealMem by the best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory, leave-one-dataset-out").
+    # With dates="auto", keep_recent="auto" and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat,
+    # MemoryBank, RealMem and LongMemEval by the best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory,
+    # leave-one-dataset-out").
     return {"bm25": 0.5, "dense": 0.5}
 
 
@@ -307,6 +308,10 @@ class MemoryConfig:
             ``l_max``), so a model can answer "when" questions about recalled turns; "auto" dates
             the lines only for a query that asks about time (:func:`asks_about_time`), so other
             queries spend those tokens on turns.
+        keep_recent: True keeps the ``recent_turns`` most recent turns before anything else (the
+            paper); "auto" keeps them only for a query that reads as a follow-up to them
+            (:func:`meve.memory.decide.follow_up_words`: "why?", "is it cheaper?"), and otherwise
+            lets them compete by relevance like any past turn; False never forces them in.
     """
 
     top_k: int | None = None
@@ -321,6 +326,7 @@ class MemoryConfig:
     partner_turns: bool = True
     partner_weight: float = 0.5
     dates: bool | Literal["auto"] = "auto"
+    keep_recent: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -338,6 +344,8 @@ class MemoryConfig:
                 raise ConfigError(flag, getattr(self, flag), "True or False")
         if not isinstance(self.dates, bool) and self.dates != "auto":
             raise ConfigError("dates", self.dates, "True, False or 'auto' (dated lines only for a query about time)")
+        if not isinstance(self.keep_recent, bool) and self.keep_recent != "auto":
+            raise ConfigError("keep_recent", self.keep_recent, "True, False or 'auto' (the most recent turns kept first only for a follow-up)")
 
     def replace(self, **overrides: Any) -> MemoryConfig:
         """A validated copy with the given fields changed; ``None`` values are ignored."""

@@ -1,15 +1,14 @@
 """Momentary Contexts (Jeong, 2024): verbatim chat memory in Chroma, rebuilt per query.
 
-Every turn is stored verbatim in Chroma (:mod:`meve.memory.session`: one collection per session
-and embedder, so isolation holds by construction; a ``where`` filter on a shared collection cost
-~38 ms against ~2 ms). For each query the context is rebuilt (:mod:`meve.memory.select`): the
-most recent turn(s), then past turns by hybrid BM25 + vector score, cut to ``l_max`` tokens by
-priority, sorted by time. Chroma is the single source of truth: BM25 statistics and the turn list
-(:mod:`meve.memory.log`) are rebuilt from it on open and updated per turn. Several processes may
-write one session: turns are ordered by (timestamp, a key unique across processes), and each
-read first learns what other writers added from a per-session "heads" collection (one row per
-writing handle, bumped per acknowledged batch; deletions bump an epoch): a handful of rows, not a
-count of every turn (~6 ms at 100k). Threads are safe; no lock is held across a model call.
+Every turn is stored verbatim in Chroma (:mod:`meve.memory.session`: one collection per session and
+embedder, so isolation holds by construction). Per query the context is rebuilt
+(:mod:`meve.memory.decide` for the per-query decisions, :mod:`meve.memory.select` for the fill): past
+turns by hybrid BM25 + vector score, the most recent first when the query follows up on them, cut to
+``l_max`` tokens, sorted by time. Chroma is the single source of truth: BM25 statistics and the turn
+list (:mod:`meve.memory.log`) are rebuilt from it on open and updated per turn. Several processes may
+write one session (turns ordered by timestamp and a key unique across processes; each read first
+learns what other writers added from a per-session "heads" collection). Threads are safe; no lock is
+held across a model call.
 """
 
 from __future__ import annotations
@@ -29,9 +28,10 @@ from meve.core.errors import InputError, StoreError
 from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
+from meve.memory.decide import decide_dates, decide_recent
 from meve.memory.log import Snapshot, TurnLog
-from meve.memory.records import ROLES, MemoryContext, Turn
-from meve.memory.select import decide_dates, fuse, rank, select_turns, signal_weights, turn_traces
+from meve.memory.records import MemoryContext, Turn, check_roles
+from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
@@ -39,10 +39,6 @@ from meve.scoring.embedders import default_embedder, embedder_dimension, encode_
 from meve.scoring.protocols import Embedder
 
 __all__ = ["MomentaryMemory"]
-
-
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class MomentaryMemory:
@@ -87,7 +83,7 @@ class MomentaryMemory:
         self.client = client if client is not None else (acquire_client(path, create=create) if path is not None else chroma_client())
         warn_if_untimed(self.client)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
-        self.clock = clock if clock is not None else _utcnow
+        self.clock = clock if clock is not None else lambda: datetime.now(timezone.utc)
         self.candidate_pool = candidate_pool
         self._lock = threading.RLock()  # in-memory state only: never held across model or network calls
         self._write_lock = threading.Lock()  # one batch at a time from this handle
@@ -321,6 +317,7 @@ class MomentaryMemory:
         keep_roles: Sequence[str] = (),
         skip_roles: Sequence[str] = (),
         dates: bool | str | None = None,
+        keep_recent: bool | str | None = None,
     ) -> MemoryContext:
         """Rebuild the minimal context for ``query`` (per-call overrides of MemoryConfig).
 
@@ -329,19 +326,17 @@ class MomentaryMemory:
         oldest first, within ``l_max``; ``skip_roles`` are never chosen (the chat policy passes
         system turns through outside ``l_max``).
         """
-        for name, roles in (("keep_roles", keep_roles), ("skip_roles", skip_roles)):
-            if isinstance(roles, str) or any(r not in ROLES for r in roles):
-                raise InputError(f"{name}={roles!r} is not allowed: expected a sequence of roles among {', '.join(ROLES)}")
+        check_roles(keep_roles=keep_roles, skip_roles=skip_roles)
         t0 = time.perf_counter()
         query = check_query(query)
-        cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates)
-        dated, dates_reason = decide_dates(cfg.dates, query)
+        cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
+        (dated, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query)
         cfg = cfg.replace(dates=dated)
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
             snap, bm25_all = self._log.snapshot(), self._log.bm25
-            n_recent = min(cfg.recent_turns, snap.n)
+            n_recent = min(cfg.recent_turns, snap.n) if keep else 0
             recent = [i for i in snap.chrono[snap.n - n_recent :] if snap.turns[i].role not in skip_roles]
             pinned = [i for i in snap.chrono[: snap.n - n_recent] if snap.turns[i].role in keep_roles] if keep_roles else []
             cap = cfg.top_k if cfg.top_k is not None else snap.n
@@ -360,6 +355,7 @@ class MomentaryMemory:
             fusion=cfg.fusion,
             dates=cfg.dates is True,
             dates_reason=dates_reason,
+            recent_reason=recent_reason,
             ms=(time.perf_counter() - t0) * 1000.0,
             build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
         )

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from meve.core.errors import InputError
 from meve.core.records import as_dict
 from meve.memory.render import content, render
 
-__all__ = ["ROLES", "MemoryContext", "Turn", "TurnTrace"]
+__all__ = ["ROLES", "MemoryContext", "Turn", "TurnTrace", "check_roles"]
 
 ROLES = ("user", "assistant", "system", "tool")
 
@@ -78,6 +79,8 @@ class MemoryContext:
     dates: bool = False
     #: Why the lines are dated or not (``dates="auto"`` names the words that ask about time).
     dates_reason: str = ""
+    #: Why the most recent turns were kept first, or left to compete (``keep_recent="auto"``).
+    recent_reason: str = ""
     build_trace: Callable[[], tuple[TurnTrace, ...]] = field(default=tuple, repr=False, compare=False)
 
     @functools.cached_property
@@ -101,3 +104,10 @@ class MemoryContext:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the trace built)."""
         return as_dict(self, skip=("build_trace", "ms"), ms=round(self.ms, 3), trace=self.trace)
+
+
+def check_roles(**named: Sequence[str]) -> None:
+    """Each named argument is a sequence of roles among :data:`ROLES` (a bare string is refused: it would read as its letters)."""
+    for name, roles in named.items():
+        if isinstance(roles, str) or any(r not in ROLES for r in roles):
+            raise InputError(f"{name}={roles!r} is not allowed: expected a sequence of roles among {', '.join(ROLES)}")

@@ -12,9 +12,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from meve.core.budget import Ledger, shrink_to_fit
-from meve.core.config import MemoryConfig, time_words, validate_weights
+from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import ConfigError
 from meve.core.tokens import TokenCounter
+from meve.memory.decide import decide_dates
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn, TurnTrace
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
@@ -34,15 +35,6 @@ def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> 
     if not sum(per.values()) > 0:
         raise ConfigError("weights", dict(weights), "at least one positive weight")
     return per
-
-
-def decide_dates(dates: bool | str, query: str) -> tuple[bool, str]:
-    """Whether this query's lines are dated, and why (what the context's trace says): ``"auto"``
-    dates them only for a query that asks about time (:func:`meve.core.config.asks_about_time`)."""
-    if dates is True or dates is False:
-        return dates, f"dates={dates}"
-    words = time_words(query)
-    return (True, f"the query asks about time ({words!r})") if words else (False, "the query does not ask about time")
 
 
 def fuse(signals: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], fusion: str, rrf_k: int) -> dict[int, float]:
