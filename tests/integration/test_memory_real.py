@@ -50,7 +50,7 @@ def test_real_minilm_recalls_the_relevant_turn_under_budget(minilm, chroma_dir):
 
 
 def test_same_api_against_a_real_chroma_server(minilm, chroma_server):
-    mem = MomentaryMemory("bob", client=chroma_server, embedders=[minilm], config=MemoryConfig(top_k=2, l_max=80))
+    mem = MomentaryMemory("bob", client=chroma_server, embedders=[minilm], config=MemoryConfig(top_k=2, l_max=80, keep_recent=True))
     _fill(mem)
     other = MomentaryMemory("carol", client=chroma_server, embedders=[minilm])
     other.add("carol's private note about peanuts")
@@ -58,7 +58,7 @@ def test_same_api_against_a_real_chroma_server(minilm, chroma_server):
     texts = [t.text for t in ctx.turns]
     assert CHAT[4][1] in texts and texts[-1] == CHAT[-1][1]
     assert all("carol" not in t for t in texts)
-    reopened = MomentaryMemory("bob", client=chroma_server, embedders=[minilm], config=MemoryConfig(top_k=2, l_max=80))
+    reopened = MomentaryMemory("bob", client=chroma_server, embedders=[minilm], config=MemoryConfig(top_k=2, l_max=80, keep_recent=True))
     assert len(reopened) == len(CHAT)
     assert reopened.reconstruct("Where does my sister live?", fusion="rrf").turns == ctx.turns
 
@@ -73,14 +73,21 @@ def test_memory_cli(tmp_path, minilm, capsys):
     capsys.readouterr()
     assert main(["memory", "list", "--db", db, "--session", "s"]) == 0
     assert "3 turn(s)" in capsys.readouterr().out
-    assert main(["memory", "reconstruct", "bike colour", "--db", db, "--session", "s", "--top-k", "1", "--json"]) == 0
+    assert main(["memory", "reconstruct", "bike colour", "--db", db, "--session", "s", "--top-k", "1", "--json", "--keep-recent", "always"]) == 0
     import json
 
     out = json.loads(capsys.readouterr().out)
+    assert out["recent_reason"] == "keep_recent=True"
     # top_k 1 recalls the bike turn; the reply after it comes in as its partner turn, worth half its anchor (the default).
     assert [t["text"] for t in out["turns"]] == ["My bike is a green Brompton.", "The weather is nice.", "What colour is my bike?"]
     reasons = [tr["reason"] for tr in out["trace"] if tr["included"]][1:]
     assert reasons == ["relevance rank 1 (score 1.000) of top_k 1", "partner turn of relevance rank 1 (worth 0.5 x 1.000 = 0.500)"]
+    # By default a standalone query lets the latest turn compete: with top_k 1 it is the one most
+    # like the query, and its partner (the reply before it) comes with it.
+    assert main(["memory", "reconstruct", "bike colour", "--db", db, "--session", "s", "--top-k", "1", "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)
+    assert [t["text"] for t in auto["turns"]] == ["The weather is nice.", "What colour is my bike?"]
+    assert auto["recent_reason"] == "the query stands alone: the most recent turns compete by relevance"
     assert main(["memory", "add", "  ", "--db", db, "--session", "s"]) == 2
 
 

@@ -104,6 +104,12 @@ def _add_memory_commands(sub: Any, common: argparse.ArgumentParser) -> None:
             mp.add_argument("--l-max", dest="l_max", type=checks.integer(1, None, "tokens of the rebuilt context"))
             mp.add_argument("--top-k", dest="top_k", type=checks.integer(0, 10_000, "past turns chosen by relevance"))
             mp.add_argument("--fusion", choices=("weighted", "rrf"))
+            mp.add_argument(
+                "--keep-recent",
+                dest="keep_recent",
+                choices=("auto", "always", "never"),
+                help="keep the most recent turn first: only for a follow-up (auto, the default), for every query, or never",
+            )
             mp.add_argument("--show", type=checks.integer(0, None, "trace rows to show"), default=30, help="trace rows to show")
             mp.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_memory)
