@@ -9,8 +9,9 @@ both fused by reciprocal rank (k = 60).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -23,7 +24,7 @@ from meve.retrieval.fusion import rrf
 if TYPE_CHECKING:
     from meve.pipeline.meve import MeVe
 
-__all__ = ["BASELINES", "DEPTH", "KS", "SEP", "Rankings", "Scorable", "System", "meve_system", "score", "topk_system"]
+__all__ = ["BASELINES", "DEPTH", "KS", "SEP", "Rankings", "Scorable", "System", "cached_queries", "meve_system", "score", "topk_system"]
 
 SEP = "\n\n"
 KS = tuple(range(1, 11))
@@ -62,7 +63,8 @@ class Rankings:
             ids, texts = meve.store.documents()
             text = dict(zip(ids, texts, strict=True))
         self.text = dict(text)
-        self._encode = encode if encode is not None else (lambda q: meve.embedder.encode([q])[0])
+        # By default the query vector MeVe's own phase 1 searches with (shared by the settings run under cached_queries).
+        self._encode = encode if encode is not None else (lambda q: meve._embed_query(q, True))
         self._dense: dict[str, list[str]] = {}
         self._bm25: dict[str, list[str]] = {}
 
@@ -83,6 +85,29 @@ class Rankings:
         """Dense and BM25 fused by reciprocal rank (k = 60), the k best."""
         fused = rrf({"dense": self.dense(query, DEPTH), "bm25": self.bm25(query, DEPTH)})
         return sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
+
+
+@contextlib.contextmanager
+def cached_queries(meve: MeVe) -> Iterator[None]:
+    """Within the block, each query's vector is computed once (with the verifier's shared pass, as
+    ``MeVe.run`` computes it) and reused by every setting run on it: a grid runs each question
+    dozens of times. A MeVe with its own query encoder (a framework's store) is left as it is."""
+    if meve._query_encoder is not None:
+        yield
+        return
+    memo: dict[str, np.ndarray] = {}
+    shared = meve._shared_pass(True)
+
+    def encode(query: str) -> np.ndarray:
+        if query not in memo:
+            memo[query] = shared.query(query) if shared is not None else meve.embedder.encode([query])[0]
+        return memo[query]
+
+    meve._query_encoder = encode
+    try:
+        yield
+    finally:
+        meve._query_encoder = None
 
 
 def topk_system(rankings: Rankings, ranking: str, k: int) -> System:

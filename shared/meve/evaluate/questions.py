@@ -20,7 +20,19 @@ from typing import Any
 
 from meve.core.errors import InputError
 
-__all__ = ["FIELDS", "Question", "Target", "as_questions", "check_evidence_ids", "load_questions", "parse_questions", "split_of", "split_questions", "targets"]
+__all__ = [
+    "FIELDS",
+    "Question",
+    "Target",
+    "as_questions",
+    "check_evidence_ids",
+    "load_questions",
+    "parse_questions",
+    "passage_ids",
+    "split_of",
+    "split_questions",
+    "targets",
+]
 
 #: The fields a line may hold.
 FIELDS = ("id", "question", "answers", "evidence_ids", "evidence_sentences")
@@ -158,19 +170,50 @@ def _as_line(q: Question) -> dict[str, Any]:
     return line
 
 
-def check_evidence_ids(questions: Sequence[Question], known: Collection[str]) -> None:
-    """Refuse the first evidence id that is not a passage id of the corpus, naming its line."""
+def _records(ids: Collection[str]) -> dict[str, list[str]]:
+    """Record id -> its chunk ids, for the ids ``meve index`` gives chunks (``<record>#<j>@<digest>``)."""
+    out: dict[str, list[str]] = {}
+    for pid in ids:
+        head, sep, tail = pid.rpartition("#")
+        if sep and "@" in tail:
+            out.setdefault(head, []).append(pid)
+    return out
+
+
+def passage_ids(questions: Sequence[Question], known: Collection[str]) -> dict[str, str]:
+    """Each evidence id as a passage id of the corpus: itself, or the one chunk ``meve index`` cut
+    its record into. Refuses, naming the line, an id the corpus lacks and a record cut into
+    several chunks (whose chunk ids must then be given)."""
+    records: dict[str, list[str]] | None = None
+    out: dict[str, str] = {}
     for q in questions:
+        where = f"line {q.line}: " if q.line else f"question {q.name!r}: "
         for pid in q.evidence_ids:
-            if pid not in known:
-                where = f"line {q.line}: " if q.line else f"question {q.id!r}: "
+            if pid in known:
+                out[pid] = pid
+                continue
+            records = _records(known) if records is None else records
+            chunks = records.get(pid, [])
+            if len(chunks) == 1:
+                out[pid] = chunks[0]
+            elif chunks:
+                raise InputError(f"{where}field 'evidence_ids': {pid!r} was cut into {len(chunks)} chunks ({chunks[0]!r}, ...): give the chunk ids")
+            else:
                 raise InputError(f"{where}field 'evidence_ids': {pid!r} is not a passage id of the corpus ({len(known)} passages)")
+    return out
+
+
+def check_evidence_ids(questions: Sequence[Question], known: Collection[str]) -> None:
+    """Refuse the first evidence id that names no passage of the corpus (:func:`passage_ids`)."""
+    passage_ids(questions, known)
 
 
 def targets(questions: Sequence[Question], passage_text: Mapping[str, str]) -> list[Target]:
     """Each question's evidence as text: its evidence sentences, then the text of each evidence passage."""
+    ids = passage_ids(questions, passage_text)
     return [
-        Target(q.name, q.text, q.answers, (*q.evidence_sentences, *(passage_text[p] for p in q.evidence_ids)), frozenset(q.evidence_ids)) for q in questions
+        Target(q.name, q.text, q.answers, (*q.evidence_sentences, *(passage_text[ids[p]] for p in q.evidence_ids)), frozenset(ids[p] for p in q.evidence_ids))
+        for q in questions
     ]
 
 
