@@ -323,20 +323,16 @@ def frontier_plot(c: dict[str, Any]) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - the bench extra installs it
         return None
+    from meve.evaluate.render import draw_panel
+
     sets = list(c["datasets"].items())
     fig, axes = plt.subplots(1, len(sets), figsize=(3.2 * len(sets), 3.1), squeeze=False)
+    styles = (("lodo_choice", "*", "black"), ("paper", "s", "crimson"), ("meveconfig_at_start", "x", "grey"))
     for ax, (name, d) in zip(axes[0], sets, strict=True):
-        for system, rows in d["test"]["baselines"].items():
-            ax.plot([r["tokens"] for r in rows], [r["evidence"] for r in rows], marker=".", lw=1, label=f"{system} top-k")
-        for key, marker, colour in (("lodo_choice", "*", "black"), ("paper", "s", "crimson"), ("meveconfig_at_start", "x", "grey")):
-            a = d["test"]["arms"].get(key)
-            if a:
-                ax.scatter(
-                    [a["tokens"]], [a["evidence"]], marker=marker, color=colour, s=110 if marker == "*" else 40, zorder=3, label=ARMS[key].split(" (")[0]
-                )
+        arms = d["test"]["arms"]
+        marks = {ARMS[key].split(" (")[0]: (arms[key]["tokens"], arms[key]["evidence"], marker, colour) for key, marker, colour in styles if arms.get(key)}
+        draw_panel(ax, d["test"]["baselines"], marks)  # the same picture `meve evaluate` draws for a user's corpus
         ax.set_title(NAMES[name], fontsize=9)
-        ax.set_xlabel("mean tokens", fontsize=8)
-        ax.tick_params(labelsize=7)
     axes[0][0].set_ylabel("evidence kept (by text)", fontsize=8)
     axes[0][-1].legend(fontsize=6, loc="lower right")
     fig.tight_layout()
