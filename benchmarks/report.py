@@ -607,6 +607,34 @@ def query_time_facts(q: dict[str, Any] | None, i: dict[str, Any] | None) -> dict
     return out
 
 
+def tune_facts(t: dict[str, Any]) -> dict[str, Any]:
+    """`meve tune` measured (issue 50): per set the choice on 50 dev questions and its test margin
+    beside the shipped default's, each with its interval; the issue's two targets."""
+    rows = []
+    for name, d in t["datasets"].items():
+        tuned, default = d["test"]["arms"]["tuned"], d["test"]["arms"]["default"]
+        rows.append(
+            {
+                "set": NAMES[name],
+                "chosen on dev": knobs(d["dev"]["chosen"]),
+                "dev margin": d["dev"]["dev_margin"],
+                "test: tuned margin [95% CI]": f"{tuned['margin']:+.4f} [{tuned['margin_ci95'][0]:+.4f}, {tuned['margin_ci95'][1]:+.4f}]",
+                "tuned evidence @ tokens": f"{tuned['evidence']:.4f} @ {tuned['tokens']:.0f}",
+                "test: default margin [95% CI]": f"{default['margin']:+.4f} [{default['margin_ci95'][0]:+.4f}, {default['margin_ci95'][1]:+.4f}]",
+                "default evidence @ tokens": f"{default['evidence']:.4f} @ {default['tokens']:.0f}",
+            }
+        )
+    n = len(rows)
+    targets = [
+        _target(
+            t["on_or_above_frontier"] >= 5,
+            f"the tuned setting lies on or above the test frontier on {t['on_or_above_frontier']} of {n} sets (target: at least 5 of 6).",
+        ),
+        _target(t["beats_default"] >= 3, f"it beats the shipped default's test margin on {t['beats_default']} of {n} sets (target: at least 3 of 6)."),
+    ]
+    return {"table": table(rows), "targets": targets, "t": t}
+
+
 def environment() -> Any:
     """The templates' Jinja environment: strict (a missing fact is an error, not an empty string)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -625,6 +653,7 @@ def write() -> Path:
         facts["context"] = context_facts(res["context"])
         facts["frontier_png"] = frontier_plot(res["context"])
     facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
+    facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None
     if "memory_lodo" in res:
         facts["memory"] = memory_facts(res["memory_lodo"])
     if "speed" in res:

@@ -95,3 +95,24 @@ def test_tune_without_labels_is_calibrate_written_as_a_config(indexed, tmp_path,
     db, _ = indexed
     assert main(["tune", "--db", str(db), "--no-labels", "--out", str(tmp_path / "nl.json")]) == 2  # 18 short passages: too few pseudo-questions
     assert "calibration needs at least 10" in capsys.readouterr().err
+
+
+def test_tune_without_labels_writes_the_calibrated_config_and_a_report_that_states_the_measured_figures(tmp_path, capsys):
+    notes = tmp_path / "notes.md"
+    notes.write_text(
+        "\n\n".join(
+            f"Note {i}. Chains last longer when they are cleaned and oiled every {100 * (i + 1)} kilometres. "
+            f"Tyre pressure {i} should be checked weekly. Brakes {i} need new pads after wet rides."
+            for i in range(12)
+        )
+    )
+    db, out = tmp_path / "db", tmp_path / "meve.json"
+    assert main(["index", str(notes), "--db", str(db), "--chunk-tokens", "40"]) == 0
+    assert main(["tune", "--db", str(db), "--no-labels", "--out", str(out)]) == 0
+    assert "reached its target (0.9) on none of six corpora" in capsys.readouterr().out
+    config, report = json.loads(out.read_text()), json.loads((tmp_path / "meve.report.json").read_text())
+    assert {k: config[k] for k in report["chosen"]} == report["chosen"] and isinstance(report["reached_target"], bool)
+    assert "none of six" in report["measured"]
+    capsys.readouterr()
+    assert main(["query", "How often should I oil the chain?", "--db", str(db), "--config", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["tau"] == config["tau"]
