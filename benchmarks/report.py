@@ -632,7 +632,34 @@ def tune_facts(t: dict[str, Any]) -> dict[str, Any]:
         ),
         _target(t["beats_default"] >= 3, f"it beats the shipped default's test margin on {t['beats_default']} of {n} sets (target: at least 3 of 6)."),
     ]
-    return {"table": table(rows), "targets": targets, "t": t}
+    memory = [
+        {
+            "set": NAMES.get(name, name),
+            "chosen on dev": fmt(r["chosen"]),
+            "test questions": r["questions"],
+            "tuned evidence": r["arms"]["tuned"]["evidence"],
+            "gain over best fill [95% CI]": f"{r['gain']:+.4f} [{r['gain_ci95'][0]:+.4f}, {r['gain_ci95'][1]:+.4f}]",
+            "default gain [95% CI]": f"{r['default_gain']:+.4f} [{r['default_gain_ci95'][0]:+.4f}, {r['default_gain_ci95'][1]:+.4f}]",
+            "best fill": r["best_fill"],
+        }
+        for name, r in t.get("memory", {}).get("datasets", {}).items()
+    ]
+    if memory:
+        m = t["memory"]["datasets"].values()
+        half = (len(memory) + 1) // 2
+        targets.append(
+            _target(
+                sum(r["beats_best_fill"] for r in m) >= len(memory) - 1,
+                f"memory at {t['memory']['l_max']} tokens: the tuned setting keeps at least the best fill's evidence on {sum(r['beats_best_fill'] for r in m)} of {len(memory)} sets.",
+            )
+        )
+        targets.append(
+            _target(
+                sum(r["beats_default"] for r in m) >= half,
+                f"memory: it beats MemoryConfig()'s gain on {sum(r['beats_default'] for r in m)} of {len(memory)} sets.",
+            )
+        )
+    return {"table": table(rows), "memory_table": table(memory), "targets": targets, "t": t}
 
 
 def environment() -> Any:

@@ -93,7 +93,7 @@ def main() -> None:
     if "tune" in only:
         from benchmarks import tune
 
-        save("tune", tune.run(data, dev_limit=50, test_limit=300 if full else 40))
+        save("tune", {**tune.run(data, dev_limit=50, test_limit=300 if full else 40), "memory": tune.run_memory(data, test_limit=None if full else 40)})
     if "memory_lodo" in only:
         from benchmarks import memory_lodo
 

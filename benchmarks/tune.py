@@ -18,8 +18,17 @@ own corpus, so nothing of a test corpus or question was seen by the choice. The 
 itself chosen on these sets' dev splits (200 questions each; ``benchmarks/context.py``), so its
 test figures are in-distribution for the choice of default, as BENCHMARKS.md's "Context" labels them.
 
+Memory (``run_memory``, the same question for ``tune_memory``): on each memory set
+(:data:`benchmarks.harness.conversations.MEMORY_SETS`), the setting among
+:data:`meve.evaluate.memory.MEMORY_GRID` (24: fusion and weights, dates, partner turns) that keeps
+the most evidence at 512 tokens on the first ``dev_limit`` (50) dev questions (registry order),
+reported on every test question beside ``MemoryConfig()`` against the dense, BM25 and hybrid fills
+of 512 tokens, each gain over the best fill with a paired bootstrap interval. The metric is evidence
+kept (the evidence turns' text in the context), not the memory section's "answerable".
+
     python -m benchmarks.run --full --only tune [--data DIR]
-    python -m benchmarks.tune --limit 5 --sets squad   # a smoke run: 5 dev and 5 test questions
+    python -m benchmarks.tune --limit 5 --sets wikiqa   # a smoke run: 5 dev and 5 test questions
+    python -m benchmarks.tune --memory --limit 10 --sets memorybank
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from meve.evaluate.arms import cached_queries
 from meve.evaluate.evaluation import run_arms
 from meve.evaluate.tune import GRID, choose_setting, shipped_default
 
-__all__ = ["run"]
+__all__ = ["run", "run_memory"]
 
 
 def run(data: Path, dev_limit: int = 50, test_limit: int = 300, names: Sequence[str] = CONTEXT_SETS, reps: int = 2000) -> dict[str, Any]:
@@ -80,6 +89,52 @@ def run(data: Path, dev_limit: int = 50, test_limit: int = 300, names: Sequence[
     return out
 
 
+def _memory_inputs(convs: Sequence[Any], limit: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A split's conversations and questions as ``meve.evaluate.memory`` reads them (the first ``limit`` questions)."""
+    conversations = {f"{i}:{c.name}": c.turns for i, c in enumerate(convs)}
+    questions = [
+        {"conversation": f"{i}:{c.name}", "question": q.text, "evidence_turn_ids": list(q.evidence), "id": q.id}
+        for i, c in enumerate(convs)
+        for q in c.questions
+        if q.evidence
+    ]
+    return conversations, questions[:limit] if limit is not None else questions
+
+
+def run_memory(
+    data: Path,
+    dev_limit: int = 50,
+    test_limit: int | None = None,
+    names: Sequence[str] = ("locomo", "selqa_chat", "memorybank", "realmem"),
+    l_max: int = 512,
+    reps: int = 2000,
+) -> dict[str, Any]:
+    """The memory protocol (module docstring) over ``names``."""
+    from benchmarks.harness import conversations as conv
+    from benchmarks.harness.common import embedder
+    from meve.evaluate.memory import MEMORY_GRID, choose_memory, prepare, tuned_report
+
+    t0 = time.perf_counter()
+    loaders = {"locomo": lambda: conv.locomo(data), "selqa_chat": conv.selqa_chat, "memorybank": conv.memorybank, "realmem": conv.realmem}
+    out: dict[str, Any] = {"l_max": l_max, "grid_size": len(MEMORY_GRID), "dev_limit": dev_limit, "datasets": {}}
+    for name in names:
+        splits = loaders[name]()
+        dev, counter = prepare(*_memory_inputs(splits["dev"], dev_limit), embedder(), None)
+        best = choose_memory(dev, counter, MEMORY_GRID, l_max)
+        test, _ = prepare(*_memory_inputs(splits["test"], test_limit), embedder(), None)
+        _, report = tuned_report(test, counter, MEMORY_GRID, best, l_max, reps=reps, dev_questions=len(dev))
+        embedder().save()
+        r = report.to_dict()
+        r["beats_best_fill"], r["beats_default"] = r["gain"] >= 0, r["gain"] > r["default_gain"]
+        out["datasets"][name] = r
+        print(
+            f"tune memory: {name}: {r['chosen']}; gain {r['gain']:+.4f} {r['gain_ci95']} vs default {r['default_gain']:+.4f}, {time.perf_counter() - t0:.0f}s",
+            flush=True,
+        )
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
 def main() -> None:
     """A run outside ``benchmarks.run``: small limits for a smoke test; prints the JSON (or writes ``--out``)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,9 +143,12 @@ def main() -> None:
     parser.add_argument("--sets", default=",".join(CONTEXT_SETS), help="comma-separated context sets")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap draws")
     parser.add_argument("--out", help="write the JSON here")
+    parser.add_argument("--memory", action="store_true", help="the memory sets (--sets among locomo, selqa_chat, memorybank, realmem)")
     args = parser.parse_args()
     limits = {"dev_limit": args.limit, "test_limit": args.limit} if args.limit else {}
-    result = run(data_dir(args.data), names=args.sets.split(","), reps=args.reps, **limits)
+    go = run_memory if args.memory else run
+    sets = args.sets if args.sets != ",".join(CONTEXT_SETS) or not args.memory else "locomo,selqa_chat,memorybank,realmem"
+    result = go(data_dir(args.data), names=sets.split(","), reps=args.reps, **limits)
     text = json.dumps(result, indent=1, default=str)
     if args.out:
         Path(args.out).write_text(text)

@@ -28,7 +28,7 @@ from meve.evaluate.replay import FILLS, Replay
 from meve.memory.records import Turn
 from meve.memory.select import decide_dates
 
-__all__ = ["MEMORY_GRID", "MemoryQuestion", "MemoryReport", "evaluate_memory", "memory_questions", "tune_memory"]
+__all__ = ["MEMORY_GRID", "MemoryQuestion", "MemoryReport", "choose_memory", "evaluate_memory", "memory_questions", "prepare", "tune_memory", "tuned_report"]
 
 _PARTNERS: tuple[dict[str, Any], ...] = (
     {"partner_turns": False},
@@ -138,7 +138,9 @@ class MemoryReport:
 Prepared = list[tuple[Replay, MemoryQuestion, np.ndarray, dict[str, Turn]]]
 
 
-def _prepare(conversations: Mapping[str, Sequence[Any]], questions: Sequence[Any], embedder: Any, counter: Any) -> tuple[Prepared, Any]:
+def prepare(conversations: Mapping[str, Sequence[Any]], questions: Sequence[Any], embedder: Any, counter: Any) -> tuple[Prepared, Any]:
+    """Each question with its conversation's replay, its query vector and the conversation's turns by id
+    (questions checked before any model runs); and the token counter."""
     from meve.core.tokens import get_token_counter
     from meve.scoring.embedders import default_embedder
 
@@ -195,7 +197,7 @@ def evaluate_memory(
     hybrid fills of ``l_max`` on ``questions`` asked after each conversation (name -> turns in time
     order). ``gain``: the memory's evidence minus the best fill's, with its paired bootstrap interval."""
     cfg = (config if config is not None else MemoryConfig()).replace(l_max=l_max)
-    prepared, counter = _prepare(conversations, questions, embedder, token_counter)
+    prepared, counter = prepare(conversations, questions, embedder, token_counter)
     per = _arms(prepared, counter, {"memory": cfg}, l_max)
     return _report(per, "memory", l_max, reps, seed, [f"gain over the best fill: paired bootstrap over {len(prepared)} questions, {reps} draws, 95%"])
 
@@ -216,19 +218,36 @@ def tune_memory(
     the choice and ``MemoryConfig()`` on the test split against the fills. Returns (config, report)."""
     from meve.evaluate.questions import Question
 
-    prepared, counter = _prepare(conversations, questions, embedder, token_counter)
+    prepared, counter = prepare(conversations, questions, embedder, token_counter)
     side = [split_of(Question(q.text, id=q.id, answers=("-",))) for _, q, _, _ in prepared]
     dev = [p for p, s in zip(prepared, side, strict=True) if s == "dev"]
     test = [p for p, s in zip(prepared, side, strict=True) if s == "test"]
     if min(len(dev), len(test)) < 8:
         raise InputError(f"the split gave {len(dev)} dev and {len(test)} test questions: tuning memory needs at least 8 on each side")
+    best = choose_memory(dev, counter, grid, l_max)
+    return tuned_report(test, counter, grid, best, l_max, reps=reps, seed=seed, dev_questions=len(dev))
+
+
+def choose_memory(dev: Prepared, counter: Any, grid: Sequence[Mapping[str, Any]], l_max: int) -> int:
+    """The index in ``grid`` of the setting with the most evidence kept on ``dev`` (ties to the earlier one)."""
     configs = {str(i): MemoryConfig(l_max=l_max, **s) for i, s in enumerate(grid)}
     per_dev = _arms(dev, counter, configs, l_max)
-    best = max(configs, key=lambda i: (round(float(np.mean([r[0] for r in per_dev[i]])), 4), -int(i)))
-    chosen = configs[best]
-    per = _arms(test, counter, {"tuned": chosen}, l_max)
-    per["default"] = _arms(test, counter, {"default": MemoryConfig(l_max=l_max)}, l_max)["default"]
-    notes = [f"chosen on {len(dev)} dev questions among {len(grid)} settings by evidence kept; reported on {len(test)} test questions"]
+    return int(max(configs, key=lambda i: (round(float(np.mean([r[0] for r in per_dev[i]])), 4), -int(i))))
+
+
+def tuned_report(
+    test: Prepared, counter: Any, grid: Sequence[Mapping[str, Any]], best: int, l_max: int, *, reps: int = 2000, seed: int = 0, dev_questions: int = 0
+) -> tuple[MemoryConfig, MemoryReport]:
+    """The choice (``grid[best]``) and ``MemoryConfig()`` on ``test`` against the fills; (the choice's config, the report)."""
+    chosen = MemoryConfig(l_max=l_max, **grid[best])
+    per = _arms(test, counter, {"tuned": chosen, "default": MemoryConfig(l_max=l_max)}, l_max)
+    notes = [f"chosen on {dev_questions} dev questions among {len(grid)} settings by evidence kept; reported on {len(test)} test questions"]
     report = _report(per, "tuned", l_max, reps, seed, notes)
-    report.extra = {"chosen": dict(grid[int(best)]), "split": {"dev": len(dev), "test": len(test)}}
+    default = _report(per, "default", l_max, reps, seed, [])
+    report.extra = {
+        "chosen": dict(grid[best]),
+        "split": {"dev": dev_questions, "test": len(test)},
+        "default_gain": default.gain,
+        "default_gain_ci95": list(default.gain_ci95),
+    }
     return chosen, report
