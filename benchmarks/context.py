@@ -27,19 +27,20 @@ after that run's test figures had been seen: see GRID's comment.)
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import lodo
-from benchmarks.harness.arms import BASELINES, KS, evaluate, meve_system, topk_system
+from benchmarks.harness.arms import evaluate, meve_system
 from benchmarks.harness.common import MEVE_KNOBS, default_verifier, pct
 from benchmarks.harness.corpus import Corpus
 from benchmarks.harness.data import CONTEXT_SETS, Dataset, load
 from benchmarks.harness.splits import write_fitted
 from meve import ContextResult, MeVeConfig, get_token_counter
+from meve.evaluate.report import arm_summary, measure_curves
+from meve.evaluate.tune import GRID as TUNE_GRID
 
 # 2 candidate sources x 6 verification rules (tau alone at four values, and two per-query cuts at
 # tau 0.1) x query coverage off/on x sentence pruning off/on = 48 settings; n_min 1 and the
@@ -52,17 +53,7 @@ from meve import ContextResult, MeVeConfig, get_token_counter
 # (a few tokens fewer) and lost 0.047 there. Phase 4 is a duplicate filter, not a relevance knob, so
 # the threshold left the grid at the one value that drops the same text reworded and keeps distinct
 # passages. This was decided after that run's test figures were seen (BENCHMARKS.md says so).
-GRID: list[dict[str, Any]] = [
-    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": 0.8, "coverage": cov, "coverage_floor": 0.05 if cov else 0.0, "n_min": 1}
-    | {"prune": prune, "prune_ratio": 0.5, "prune_gate": 0.2, "theta_redundancy": theta}
-    for cand, (tau, cut), cov, prune, theta in itertools.product(
-        ("dense", "hybrid"),
-        ((0.1, "none"), (0.3, "none"), (0.5, "none"), (0.7, "none"), (0.1, "gap"), (0.1, "ratio")),
-        (0.0, 0.3),
-        ("none", "scorer"),
-        (0.95,),
-    )
-]
+GRID: list[dict[str, Any]] = TUNE_GRID  # the same 48 settings `meve tune` chooses among (meve.evaluate.tune.GRID)
 # The paper drops redundancy "via embedding similarity" without a threshold; 0.85 is the one this
 # project shipped until the redundancy threshold joined the grid.
 PAPER = {
@@ -85,16 +76,7 @@ Points = dict[str, list[tuple[int, list[tuple[float, float]]]]]
 
 def baselines(corpus: Corpus, ds: Dataset, split: str, points: Points | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every top-k curve on one split (``points`` collects each point's per-question scores)."""
-    qs, counter = ds.splits[split].questions, get_token_counter()
-    out: dict[str, list[dict[str, Any]]] = {}
-    for name in BASELINES:
-        out[name] = []
-        for k in KS:
-            scores: list[tuple[float, float]] = []
-            out[name].append({"k": k, **evaluate(topk_system(corpus, name, k), qs, counter, scores=scores)})
-            if points is not None:
-                points.setdefault(name, []).append((k, scores))
-    return out
+    return measure_curves(corpus, ds.splits[split].questions, get_token_counter(), points=points)
 
 
 def _meve(corpus: Corpus, ds: Dataset, split: str, setting: dict[str, Any], scores: list[tuple[float, float]] | None = None) -> dict[str, Any]:
@@ -123,17 +105,8 @@ def _test_arms(chosen: dict[str, Any], default: dict[str, Any]) -> dict[str, dic
 
 def _summary(arm: dict[str, Any], curves: dict[str, list[dict[str, Any]]], reference: float, interval: tuple[float, float] | None = None) -> dict[str, Any]:
     """A test row with its margin over the frontier (and the margin's paired bootstrap interval,
-    when given) and the tokens the frontier needs for its evidence."""
-    need = lodo.tokens_for(curves, arm["evidence"])
-    return {
-        **arm,
-        "frontier_at_tokens": round(lodo.frontier_at(curves, arm["tokens"]), 4),
-        "margin": round(lodo.margin(arm, curves), 4),
-        **({} if interval is None else {"margin_ci95": [round(interval[0], 4), round(interval[1], 4)]}),
-        "frontier_tokens_for_same_evidence": None if need is None else round(need, 1),
-        "token_saving_at_equal_evidence": None if need is None or need == 0 else round(1 - arm["tokens"] / need, 4),
-        "tokens_vs_dense_top3": round(arm["tokens"] / reference, 4),
-    }
+    when given) and the tokens the frontier needs for its evidence (:func:`meve.evaluate.report.arm_summary`)."""
+    return arm_summary(arm, curves, reference, interval)
 
 
 def load_sets(data: Path, dev_limit: int, test_limit: int, names: Sequence[str] = CONTEXT_SETS) -> dict[str, Dataset]:

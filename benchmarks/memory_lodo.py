@@ -56,7 +56,6 @@ Protocol, fixed before the run:
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
 from pathlib import Path
@@ -70,22 +69,14 @@ from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
 from meve.core.config import asks_about_time
+from meve.evaluate.memory import MEMORY_GRID
 from meve.retrieval.chroma import chroma_client
 
 BUDGET = 512
 BUDGETS = (256, 512, 1024)
-FUSIONS = (("weighted", 0.5), ("weighted", 0.8), ("rrf", 0.5))
-# Partner turns: off, or competing as candidates worth 0.5 or 1.0 of their anchor (1.0 puts the
-# partner right after its anchor, as the forced adjacency of earlier runs did).
-PARTNERS: tuple[dict[str, Any], ...] = (
-    {"partner_turns": False},
-    {"partner_turns": True, "partner_weight": 0.5},
-    {"partner_turns": True, "partner_weight": 1.0},
-)
-GRID: list[dict[str, Any]] = [
-    {"fusion": f, "weights": {"bm25": w, "dense": round(1 - w, 2)}, "dates": "auto", "keep_recent": kr, **p}
-    for (f, w), p, kr in itertools.product(FUSIONS, PARTNERS, (True, "auto"))
-]
+# fusion x partner turns x keep_recent, dates "auto": the library's memory tune grid, so what this
+# run chooses among is what `meve tune` offers a user.
+GRID: list[dict[str, Any]] = list(MEMORY_GRID)
 # The default shipped before this run (the first run of issue 48), replayed with this run's code.
 AT_START = {
     "fusion": "weighted",

@@ -324,20 +324,16 @@ def frontier_plot(c: dict[str, Any]) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - the bench extra installs it
         return None
+    from meve.evaluate.render import draw_panel
+
     sets = list(c["datasets"].items())
     fig, axes = plt.subplots(1, len(sets), figsize=(3.2 * len(sets), 3.1), squeeze=False)
+    styles = (("lodo_choice", "*", "black"), ("paper", "s", "crimson"), ("meveconfig_at_start", "x", "grey"))
     for ax, (name, d) in zip(axes[0], sets, strict=True):
-        for system, rows in d["test"]["baselines"].items():
-            ax.plot([r["tokens"] for r in rows], [r["evidence"] for r in rows], marker=".", lw=1, label=f"{system} top-k")
-        for key, marker, colour in (("lodo_choice", "*", "black"), ("paper", "s", "crimson"), ("meveconfig_at_start", "x", "grey")):
-            a = d["test"]["arms"].get(key)
-            if a:
-                ax.scatter(
-                    [a["tokens"]], [a["evidence"]], marker=marker, color=colour, s=110 if marker == "*" else 40, zorder=3, label=ARMS[key].split(" (")[0]
-                )
+        arms = d["test"]["arms"]
+        marks = {ARMS[key].split(" (")[0]: (arms[key]["tokens"], arms[key]["evidence"], marker, colour) for key, marker, colour in styles if arms.get(key)}
+        draw_panel(ax, d["test"]["baselines"], marks)  # the same picture `meve evaluate` draws for a user's corpus
         ax.set_title(NAMES[name], fontsize=9)
-        ax.set_xlabel("mean tokens", fontsize=8)
-        ax.tick_params(labelsize=7)
     axes[0][0].set_ylabel("evidence kept (by text)", fontsize=8)
     axes[0][-1].legend(fontsize=6, loc="lower right")
     fig.tight_layout()
@@ -612,6 +608,61 @@ def query_time_facts(q: dict[str, Any] | None, i: dict[str, Any] | None) -> dict
     return out
 
 
+def tune_facts(t: dict[str, Any]) -> dict[str, Any]:
+    """`meve tune` measured (issue 50): per set the choice on 50 dev questions and its test margin
+    beside the shipped default's, each with its interval; the issue's two targets."""
+    rows = []
+    for name, d in t["datasets"].items():
+        tuned, default = d["test"]["arms"]["tuned"], d["test"]["arms"]["default"]
+        rows.append(
+            {
+                "set": NAMES[name],
+                "chosen on dev": knobs(d["dev"]["chosen"]),
+                "dev margin": d["dev"]["dev_margin"],
+                "test: tuned margin [95% CI]": f"{tuned['margin']:+.4f} [{tuned['margin_ci95'][0]:+.4f}, {tuned['margin_ci95'][1]:+.4f}]",
+                "tuned evidence @ tokens": f"{tuned['evidence']:.4f} @ {tuned['tokens']:.0f}",
+                "test: default margin [95% CI]": f"{default['margin']:+.4f} [{default['margin_ci95'][0]:+.4f}, {default['margin_ci95'][1]:+.4f}]",
+                "default evidence @ tokens": f"{default['evidence']:.4f} @ {default['tokens']:.0f}",
+            }
+        )
+    n = len(rows)
+    targets = [
+        _target(
+            t["on_or_above_frontier"] >= 5,
+            f"the tuned setting lies on or above the test frontier on {t['on_or_above_frontier']} of {n} sets (target: at least 5 of 6).",
+        ),
+        _target(t["beats_default"] >= 3, f"it beats the shipped default's test margin on {t['beats_default']} of {n} sets (target: at least 3 of 6)."),
+    ]
+    memory = [
+        {
+            "set": NAMES.get(name, name),
+            "chosen on dev": fmt(r["chosen"]),
+            "test questions": r["questions"],
+            "tuned evidence": r["arms"]["tuned"]["evidence"],
+            "gain over best fill [95% CI]": f"{r['gain']:+.4f} [{r['gain_ci95'][0]:+.4f}, {r['gain_ci95'][1]:+.4f}]",
+            "default gain [95% CI]": f"{r['default_gain']:+.4f} [{r['default_gain_ci95'][0]:+.4f}, {r['default_gain_ci95'][1]:+.4f}]",
+            "best fill": r["best_fill"],
+        }
+        for name, r in t.get("memory", {}).get("datasets", {}).items()
+    ]
+    if memory:
+        m = t["memory"]["datasets"].values()
+        half = (len(memory) + 1) // 2
+        targets.append(
+            _target(
+                sum(r["beats_best_fill"] for r in m) >= len(memory) - 1,
+                f"memory at {t['memory']['l_max']} tokens: the tuned setting keeps at least the best fill's evidence on {sum(r['beats_best_fill'] for r in m)} of {len(memory)} sets.",
+            )
+        )
+        targets.append(
+            _target(
+                sum(r["beats_default"] for r in m) >= half,
+                f"memory: it beats MemoryConfig()'s gain on {sum(r['beats_default'] for r in m)} of {len(memory)} sets.",
+            )
+        )
+    return {"table": table(rows), "memory_table": table(memory), "targets": targets, "t": t}
+
+
 def environment() -> Any:
     """The templates' Jinja environment: strict (a missing fact is an error, not an empty string)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -630,6 +681,7 @@ def write() -> Path:
         facts["context"] = context_facts(res["context"])
         facts["frontier_png"] = frontier_plot(res["context"])
     facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
+    facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None
     if "memory_lodo" in res:
         facts["memory"] = memory_facts(res["memory_lodo"])
     if "speed" in res:

@@ -4,6 +4,7 @@
     make bench          # python -m benchmarks.run --full    (everything; about an hour on 2 CPU cores)
     python -m benchmarks.run --full --data /path/to/data --only context,memory_lodo
     python -m benchmarks.run --full --only context_long   (long-chunk variants: only when named)
+    python -m benchmarks.run --full --only tune           (`meve tune` on each context set, issue 50: only when named)
 
 Data come from ../shared/data by default (hotpotqa/, wikipedia/, locomo/); pass --data elsewhere.
 Embeddings are cached under benchmarks/.cache, so no text is embedded twice across runs.
@@ -23,6 +24,7 @@ from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
 SECTIONS = (
     "context",
     "context_long",
+    "tune",
     "memory_lodo",
     "verifier",
     "token_store",
@@ -37,8 +39,9 @@ SECTIONS = (
     "race",
     "scale",
 )
-# Run only when named in --only: the context protocol again on three long-chunk variants (hours with --full).
-OPT_IN = ("context_long",)
+# Run only when named in --only: the context protocol again on three long-chunk variants (hours with --full);
+# `meve tune` measured on each context set (issue 50: 50 dev questions each, reported on the test split).
+OPT_IN = ("context_long", "tune")
 
 
 def main() -> None:
@@ -87,6 +90,10 @@ def main() -> None:
         from benchmarks import context_long
 
         save("context_long", context_long.run(data, dev_limit=200 if full else 40, test_limit=300 if full else 40))
+    if "tune" in only:
+        from benchmarks import tune
+
+        save("tune", {**tune.run(data, dev_limit=50, test_limit=300 if full else 40), "memory": tune.run_memory(data, test_limit=None if full else 40)})
     if "memory_lodo" in only:
         from benchmarks import memory_lodo
 

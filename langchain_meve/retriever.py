@@ -10,8 +10,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from meve import ConfigError, ContextResult, MeVe, MeVeConfig, PhaseRecord
-from meve.integration import CONFIG_FIELDS, ForeignStore, config_from, meve_over, passage_metadata
+from meve import ConfigError, ContextResult, MeVe, PhaseRecord
+from meve.integration import CONFIG_FIELDS, ConfigLike, ForeignStore, config_from, meve_over, passage_metadata
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
@@ -71,7 +71,7 @@ class MeVeRetriever(BaseRetriever):
     @classmethod
     def from_texts(cls, texts: Sequence[str], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
         """Build the pipeline with :meth:`meve.MeVe.from_texts` (same keyword arguments, and any
-        MeVeConfig field, e.g. ``t_max=200``)."""
+        MeVeConfig field, e.g. ``t_max=200``; ``config=`` also takes ``meve tune``'s JSON file)."""
         check_k(k)  # before the corpus is embedded
         return cls(meve=MeVe.from_texts(texts, **_config_kwargs(kwargs, "MeVeRetriever.from_texts", _FROM_TEXTS)), k=k)
 
@@ -91,7 +91,7 @@ class MeVeRetriever(BaseRetriever):
         documents: Sequence[Document],
         *,
         k: int | None = None,
-        config: MeVeConfig | None = None,
+        config: ConfigLike | None = None,
         scorer: Any = None,
         token_counter: Any = None,
         bm25_backend: str | None = None,

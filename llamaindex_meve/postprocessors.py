@@ -157,7 +157,8 @@ class TokenBudget(_MeVeNodeProcessor):
 
 class MeVePostprocessor(_MeVeNodeProcessor):
     """All MeVe phases after retrieval: verify → fallback (BM25 over the given nodes, then their
-    order) → prioritise → prune → budget. Any MeVeConfig field can be given directly or via ``config``."""
+    order) → prioritise → prune → budget. Any MeVeConfig field can be given directly or via ``config``
+    (a MeVeConfig, a dict of its fields or the path of a JSON file of them, e.g. ``meve tune``'s)."""
 
     config: MeVeConfig = Field(default_factory=MeVeConfig)
     _spec = _Spec(("verify", "fallback", "prioritise", "prune", "budget"))

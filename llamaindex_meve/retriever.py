@@ -18,7 +18,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from llamaindex_meve.postprocessors import annotate, llm_text
 from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
-from meve.integration import ForeignStore, meve_over, passage_metadata, user_metadata
+from meve.integration import ConfigLike, ForeignStore, meve_over, passage_metadata, user_metadata
 
 
 def _all_nodes(index: Any) -> list[BaseNode]:
@@ -43,14 +43,15 @@ class MeVeRetriever(BaseRetriever):
 
     ``embed_model``: the index's embedding model (default: the one the index was built with); it
     embeds the query for the kNN and the candidates for the redundancy checks, so both live in the
-    index's vector space. ``core=`` wraps a ready ``meve.MeVe`` instead (e.g. ``from_documents``)."""
+    index's vector space. ``config``: a MeVeConfig, a dict of its fields or the path of a JSON file of
+    them (``meve tune --out``). ``core=`` wraps a ready ``meve.MeVe`` instead (e.g. ``from_documents``)."""
 
     def __init__(
         self,
         index: Any = None,
         *,
         core: MeVe | None = None,
-        config: MeVeConfig | None = None,
+        config: ConfigLike | None = None,
         nodes: Sequence[BaseNode] | None = None,
         embed_model: Any = None,
         scorer: Scorer | str | None = None,

@@ -58,15 +58,9 @@ from benchmarks.harness.data import EXTERNAL, external
 from benchmarks.harness.splits import REALMEM_PERSONAS, REALTALK_CHATS, item_id, split_of
 from benchmarks.locomo import load as load_locomo
 from benchmarks.locomo import turns_of
-from meve import MemoryConfig
-from meve.core.tokens import TokenCounter, count_many
-from meve.memory.decide import decide_dates, decide_recent
-from meve.memory.log import Snapshot
+from meve.core.tokens import TokenCounter
+from meve.evaluate.replay import Replay as MemoryReplay
 from meve.memory.records import Turn
-from meve.memory.render import render, render_turn
-from meve.memory.select import Selection, fuse, rank, select_turns, signal_weights
-from meve.retrieval.bm25 import IncrementalBM25
-from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
 __all__ = [
     "MEMORY_SETS",
@@ -366,90 +360,12 @@ def _lme_date(text: str) -> datetime:
     return datetime.strptime(f"{day} {rest.split(') ')[1]}", "%Y/%m/%d %H:%M").replace(tzinfo=timezone.utc)
 
 
-class Replay:
-    """One conversation ready for :func:`select_turns`: the turns as a Snapshot (time order),
-    every turn's vector, and BM25 over the turns (stemmed and plain)."""
+class Replay(MemoryReplay):
+    """The library's replay (:class:`meve.evaluate.replay.Replay`) over one benchmark conversation."""
 
     def __init__(self, conv: Conversation, counter: TokenCounter, encode: Callable[[Sequence[str]], np.ndarray], embedder_name: str) -> None:
-        self.conv, self.counter, self.embedder = conv, counter, embedder_name
-        turns = conv.turns
-        tokens = count_many(counter, [render_turn(t) for t in turns])
-        keys = [(t.timestamp.timestamp(), f"{i:012d}") for i, t in enumerate(turns)]
-        self.snap = Snapshot(turns, tokens, keys, list(range(len(turns))), len(turns), min(tokens))
-        self.vecs = np.asarray(encode([t.text for t in turns]), dtype=np.float32)
-        self.bm25 = {
-            True: IncrementalBM25([t.text for t in turns], tokenize=stemmed_tokenize),
-            False: IncrementalBM25([t.text for t in turns], tokenize=bm25_tokenize),
-        }
-        self._signals: dict[tuple[str, bool, int, tuple[int, ...]], tuple[dict[int, float], dict[int, float]]] = {}
-        self._rankings: dict[tuple[str, str, bool], list[int]] = {}
-
-    def signals(self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int]) -> tuple[dict[int, float], dict[int, float]]:
-        """BM25 and cosine of the ``pool`` best past turns each, as MomentaryMemory reads them
-        (kept per question: a grid replays each question under every setting)."""
-        key = (query, stem, pool, tuple(sorted(exclude)))
-        hit = self._signals.get(key)
-        if hit is None:
-            hit = self._signals[key] = self._signals_of(query, qvec, stem=stem, pool=pool, exclude=exclude)
-        return hit
-
-    def _signals_of(self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int]) -> tuple[dict[int, float], dict[int, float]]:
-        scores = self.bm25[stem].get_scores(query)
-        cos = self.vecs @ qvec
-        if exclude:
-            scores[list(exclude)] = 0.0
-            cos[list(exclude)] = -np.inf
-        k = min(pool, len(scores))
-        top_b = np.argpartition(-scores, k - 1)[:k]
-        top_d = np.argpartition(-cos, min(k, len(cos)) - 1)[:k]
-        return {int(i): float(scores[i]) for i in top_b if scores[i] > 0}, {int(i): float(cos[i]) for i in top_d if np.isfinite(cos[i])}
-
-    def partner(self, i: int) -> int | None:
-        """The adjacent turn by the other role (the reply after, else the turn it answered)."""
-        for k in (i + 1, i - 1):
-            if 0 <= k < len(self.conv.turns) and self.conv.turns[k].role != self.conv.turns[i].role:
-                return k
-        return None
-
-    def memory(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[Selection, str]:
-        """What ``MomentaryMemory.reconstruct(query)`` with ``cfg`` selects (one embedder), and the
-        context rendered as the memory renders it."""
-        cfg = cfg.replace(dates=decide_dates(cfg.dates, query)[0])
-        n = self.snap.n
-        recent = list(range(n - min(cfg.recent_turns, n), n)) if decide_recent(cfg.keep_recent, query)[0] else []
-        bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent))
-        weights = signal_weights(cfg.weights, (self.embedder,))
-        fused = fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k)
-        sel = select_turns(self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner, scores=fused)
-        return sel, render(sel.turns, dates=bool(cfg.dates))
-
-    def fill(self, ranked: Sequence[int], l_max: int, dates: bool = False) -> tuple[Selection, str]:
-        """A plain fill baseline: turns in ``ranked`` order while they fit, rendered like the memory's
-        ``role: text`` lines in time order (no recent turn, no partner turns; dated when ``dates``)."""
-        cfg = MemoryConfig(l_max=l_max, partner_turns=False, dates=dates, recent_turns=0)
-        sel = select_turns(self.snap, cfg, self.counter, recent=[], pinned=[], ranked=ranked, partner=self.partner)
-        return sel, render(sel.turns, dates=dates)
-
-    def ranking(self, query: str, qvec: np.ndarray, how: str, *, stem: bool = True) -> list[int]:
-        """Every turn by one signal: "dense", "bm25", or "hybrid" (both fused by reciprocal rank); kept per question."""
-        key = (query, how, stem)
-        if key not in self._rankings:
-            self._rankings[key] = self._ranking(query, qvec, how, stem=stem)
-        return self._rankings[key]
-
-    def _ranking(self, query: str, qvec: np.ndarray, how: str, *, stem: bool) -> list[int]:
-        cos = self.vecs @ qvec
-        dense = sorted(range(len(cos)), key=lambda i: (-cos[i], i))
-        if how == "dense":
-            return dense
-        scores = self.bm25[stem].get_scores(query)
-        lexical = sorted((i for i in range(len(scores)) if scores[i] > 0), key=lambda i: (-scores[i], i))
-        if how == "bm25":
-            return lexical
-        fused = fuse(
-            {"dense": {i: float(cos[i]) for i in dense[:256]}, "bm25": {i: float(scores[i]) for i in lexical[:256]}}, {"dense": 1.0, "bm25": 1.0}, "rrf", 60
-        )
-        return rank(fused, self.snap.keys)
+        super().__init__(conv.turns, counter, encode, embedder_name)
+        self.conv = conv
 
 
 def evidence_kept(question: MemoryQuestion, text: str, turns_by_id: dict[str, Turn]) -> float:

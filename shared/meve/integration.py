@@ -25,6 +25,7 @@ from meve.core.logs import warn_once
 from meve.core.records import ContextResult, Passage, check_query
 from meve.core.tokens import STAMP_PREFIX, get_token_counter
 from meve.memory.memory import MomentaryMemory
+from meve.pipeline.config_file import ConfigLike, as_config
 from meve.pipeline.meve import MeVe
 from meve.pipeline.phases import unit_rows
 from meve.pipeline.runner import PHASES, PhaseCallback, run_phases
@@ -37,9 +38,11 @@ __all__ = [
     "CONFIG_FIELDS",
     "META_KEYS",
     "PHASES",
+    "ConfigLike",
     "ForeignStore",
     "Message",
     "Models",
+    "as_config",
     "chat_context",
     "chat_role",
     "config_from",
@@ -60,13 +63,13 @@ CONFIG_FIELDS: tuple[str, ...] = tuple(MeVeConfig.__dataclass_fields__)
 META_KEYS = ("meve_score", "meve_source", "meve_tokens", "meve_spans", "meve_note")
 
 
-def config_from(options: dict[str, Any], base: MeVeConfig | None = None, *, owner: str, others: Collection[str] = ()) -> MeVeConfig:
+def config_from(options: dict[str, Any], base: ConfigLike | None = None, *, owner: str, others: Collection[str] = ()) -> MeVeConfig:
     """Pop every MeVeConfig field out of ``options`` (a component's keyword arguments) into a copy
-    of ``base``; a keyword that is neither a field nor one of ``others`` is refused, naming the
-    nearest valid one."""
+    of ``base`` (a MeVeConfig, a dict of its fields or a JSON file of them: :func:`as_config`); a
+    keyword that is neither a field nor one of ``others`` is refused, naming the nearest valid one."""
     check_names(owner, options, (*CONFIG_FIELDS, *others))
     fields = {k: options.pop(k) for k in list(options) if k in CONFIG_FIELDS}
-    return (base if base is not None else MeVeConfig()).replace(**fields)
+    return as_config(base).replace(**fields)
 
 
 def config_named(names: Mapping[str, str], values: Mapping[str, Any], **fixed: Any) -> MeVeConfig:
@@ -258,11 +261,12 @@ class ForeignStore:
 
 
 def meve_over(
-    store: ForeignStore, *, config: MeVeConfig | None = None, scorer: ScorerSpec = None, token_counter: Any = None, bm25_backend: str = DEFAULT_BM25
+    store: ForeignStore, *, config: ConfigLike | None = None, scorer: ScorerSpec = None, token_counter: Any = None, bm25_backend: str = DEFAULT_BM25
 ) -> MeVe:
     """A MeVe whose phase 1 is the framework's vector store: the store's embeddings for the query
     and the redundancy checks, BM25 over the store's known passages for the fallback, and the
     scorer resolved for a foreign store (the default runs meve's MiniLM, with no shared pass)."""
+    config = as_config(config)  # a bad config file is refused before the store is read
     ids, texts = store.documents()
     models = Models(store.embedder, scorer, store=True)
     return MeVe(

@@ -37,6 +37,15 @@ def test_public_api_is_pinned():
         assert hasattr(meve, name), name
 
 
+def test_the_evaluate_api_is_pinned():
+    import meve.evaluate
+
+    assert sorted(meve.evaluate.__all__) == ["Question", "Report", "TuneResult", "evaluate", "evaluate_memory", "load_questions", "tune"]
+    for name in meve.evaluate.__all__:
+        assert hasattr(meve.evaluate, name), name
+    assert callable(meve.MeVe.tune)
+
+
 def test_errors_are_value_errors():
     assert issubclass(meve.MeVeError, ValueError)
     for cls in (meve.ConfigError, meve.InputError, meve.StoreError):
@@ -46,7 +55,7 @@ def test_errors_are_value_errors():
 HEAVY = ("torch", "sentence_transformers", "transformers", "chromadb", "tiktoken", "bm25s")
 
 
-@pytest.mark.parametrize("module", ["meve", "langchain_meve", "llamaindex_meve", "meve.cli"])
+@pytest.mark.parametrize("module", ["meve", "langchain_meve", "llamaindex_meve", "meve.cli", "meve.evaluate"])
 def test_importing_a_package_loads_no_heavy_dependency(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from meve.cli import checks
+from meve.cli import checks, evaluate
 from meve.cli.commands import DEFAULT_COLLECTION, cmd_calibrate, cmd_demo, cmd_index, cmd_memory, cmd_query
 from meve.core.errors import MeVeError
 
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks and meve's debug log")
 
     _add_retrieval_commands(sub, common)
+    evaluate.add_commands(sub, common)
     p = sub.add_parser("demo", parents=[common], help="Standard top-k vs MeVe, side by side, on a built-in corpus")
     p.add_argument("--query", type=checks.nonblank("question"), help="ask your own question instead of the built-in ones")
     p.add_argument("--k", type=checks.integer(1, 50, "passages of the dense top-k"), default=8)
@@ -67,10 +68,15 @@ def _add_retrieval_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--t-max", dest="t_max", type=checks.integer(1, None, "tokens of the context"))
     p.add_argument("--tau", type=checks.unit)
     p.add_argument("--k", dest="k_init", type=checks.integer(1, 10_000, "candidates retrieved"))
+    p.add_argument("--config", type=checks.config_file, help="a config file from `meve tune --out` (JSON of MeVeConfig fields)")
     p.add_argument("--calibration", type=checks.calibration_file, help="tau and cut from `meve calibrate --out` (flags given here win)")
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("calibrate", parents=[common], help="choose tau and the cut for an index with no labels (pseudo-questions from its passages)")
+    p = sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help="choose tau and the cut for an index with no labels (pseudo-questions from its passages; as `meve tune --no-labels`)",
+    )
     p.add_argument("--db", required=True, type=checks.path_text, help="an existing Chroma directory (never created)")
     p.add_argument("--collection", default=DEFAULT_COLLECTION, type=checks.collection_name)
     p.add_argument("--target", type=checks.share, default=0.9, help="share of pseudo-questions whose evidence must be kept")

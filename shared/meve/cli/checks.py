@@ -9,7 +9,20 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["calibration_file", "collection_name", "integer", "nonblank", "path_text", "role", "session", "share", "timestamp", "unit"]
+__all__ = [
+    "calibration_file",
+    "collection_name",
+    "config_file",
+    "integer",
+    "nonblank",
+    "path_text",
+    "questions_file",
+    "role",
+    "session",
+    "share",
+    "timestamp",
+    "unit",
+]
 
 
 def integer(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
@@ -118,3 +131,34 @@ def share(text: str) -> float:
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected a number in (0.0, 1.0] (the share of pseudo-questions whose evidence is kept)")
     return value
+
+
+def questions_file(text: str) -> Any:
+    """A questions file (one JSON object a line), every line checked (:mod:`meve.evaluate.questions`)."""
+    from meve.core.errors import InputError
+    from meve.evaluate.questions import load_questions
+
+    try:
+        return QuestionsFile(text, load_questions(text))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class QuestionsFile(list):  # type: ignore[type-arg]
+    """The questions of a file, and its path (a later refusal, e.g. an evidence id the index lacks, names it)."""
+
+    def __init__(self, path: str, questions: list[Any]) -> None:
+        """``questions`` read from ``path``."""
+        super().__init__(questions)
+        self.path = path
+
+
+def config_file(text: str) -> Any:
+    """A JSON file of MeVeConfig fields (what `meve tune --out` writes)."""
+    from meve.core.errors import MeVeError
+    from meve.pipeline.config_file import read_config
+
+    try:
+        return read_config(text)
+    except MeVeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -191,7 +191,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = dict(args.calibration.config) if args.calibration is not None else {}
     overrides.update({k: getattr(args, k) for k in ("t_max", "tau", "k_init") if getattr(args, k) is not None})
     with read_only_copy(args.db) as db:
-        result = _open_meve(args, db).run(args.query, **overrides)
+        meve = _open_meve(args, db)
+        if getattr(args, "config", None) is not None:  # a `meve tune --out` file; --calibration and the flags win over it
+            meve.config = args.config
+        result = meve.run(args.query, **overrides)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
         return 0

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.config import MeVeConfig
 from meve.core.errors import InputError, StoreError
 from meve.core.heap import trim
 from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts
@@ -19,6 +18,7 @@ from meve.core.tokens import TokenCounter, count_many, get_token_counter, stamp,
 from meve.mindref.documents import documents_from
 from meve.mindref.hierarchy import Hierarchy
 from meve.pipeline.calibrate import CorpusCalibration, calibrate
+from meve.pipeline.config_file import ConfigLike, as_config
 from meve.pipeline.persist import Snapshots, check_index_dir, index_dir_for, open_lexical
 from meve.pipeline.retrieve import Retriever
 from meve.pipeline.runner import PhaseCallback, run_phases
@@ -37,9 +37,9 @@ class MeVe(Retriever):
     """Retrieve → verify → fallback → prioritise → prune → budget, with a trace per query: the
     corpus and phase 1 (:class:`~meve.pipeline.retrieve.Retriever`), the models, and the runner.
 
-    Build with :meth:`from_texts` or :meth:`from_chroma`; call :meth:`run` (or
-    ``await`` :meth:`arun`) per query. Per-call overrides of any
-    :class:`MeVeConfig` field are passed as keyword arguments.
+    Build with :meth:`from_texts` or :meth:`from_chroma` (``config``: a MeVeConfig, a dict of its
+    fields or a JSON file of them, e.g. ``meve tune``'s); call :meth:`run` (or ``await``
+    :meth:`arun`) per query, with per-call overrides of any MeVeConfig field as keyword arguments.
     """
 
     def __init__(
@@ -47,7 +47,7 @@ class MeVe(Retriever):
         *,
         store: PassageStore | None,
         lexical: Lexical,
-        config: MeVeConfig | None = None,
+        config: ConfigLike | None = None,
         embedder: Embedder | None = None,
         scorer: ScorerSpec = None,
         token_counter: Any = None,
@@ -70,9 +70,7 @@ class MeVe(Retriever):
             raise InputError(f"follow_replicas must be True or False, got {follow_replicas!r}")
         super().__init__(store, lexical, hierarchy, follow_replicas)
         self._query_encoder = query_encoder
-        self.config = config if config is not None else MeVeConfig()
-        if not isinstance(self.config, MeVeConfig):
-            raise InputError(f"config must be a MeVeConfig, got {type(self.config).__name__}")
+        self.config = as_config(config)
         self.embedder: Embedder = embedder if embedder is not None else default_embedder()
         self._models = Models(self.embedder, scorer)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
@@ -114,7 +112,7 @@ class MeVe(Retriever):
         *,
         ids: Sequence[str] | None = None,
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        config: MeVeConfig | None = None,
+        config: ConfigLike | None = None,
         embedder: Embedder | None = None,
         scorer: ScorerSpec = None,
         token_counter: Any = None,
@@ -159,7 +157,7 @@ class MeVe(Retriever):
         cls,
         collection: Any,
         *,
-        config: MeVeConfig | None = None,
+        config: ConfigLike | None = None,
         embedder: Embedder | None = None,
         scorer: ScorerSpec = None,
         token_counter: Any = None,
@@ -193,7 +191,7 @@ class MeVe(Retriever):
         cls,
         documents: Iterable[Any],
         *,
-        config: MeVeConfig | None = None,
+        config: ConfigLike | None = None,
         embedder: Embedder | None = None,
         scorer: ScorerSpec = None,
         token_counter: Any = None,
@@ -214,7 +212,7 @@ class MeVe(Retriever):
         two Chroma collections (``<collection_name>-documents`` / ``-windows``; in memory unless
         ``client`` is given). Documents already in those collections are loaded, so a persistent
         corpus reopens with ``documents=[]``. A query embeds once and only looks things up."""
-        cfg = (config if config is not None else MeVeConfig()).replace(retrieval="hierarchical")
+        cfg = as_config(config).replace(retrieval="hierarchical")
         if collection_name is not None:
             check_collection_name(collection_name)  # before any model loads or anything is written
         docs = documents_from(documents)
@@ -373,6 +371,12 @@ class MeVe(Retriever):
         ``meve.config = meve.config.replace(**c.config)``; save it with ``c.save(path)``."""
         return calibrate(self, target=target, queries=queries, seed=seed, show_progress=show_progress)
 
+    def tune(self, questions: Any, **options: Any) -> Any:
+        """Choose a setting on a dev split of ``questions``, report it on the test split: :func:`meve.evaluate.tune.tune`."""
+        from meve.evaluate.tune import tune
+
+        return tune(self, questions, **options)
+
     def baseline(self, query: str, k: int = 5) -> ContextResult:
         """Standard RAG for comparison: dense top-k, no verification and no budget."""
         query = check_query(query)
@@ -384,15 +388,8 @@ class MeVe(Retriever):
         docs = tuple(self.store.query(self._embed_query(query), k))
         context = "\n\n".join(p.text for p in docs)
         total = self.token_counter.count(context)
-        rec = PhaseRecord(
-            "retrieve",
-            tuple(p.id for p in docs),
-            scores={p.id: p.dense_score or 0.0 for p in docs},
-            tokens_in=None,
-            tokens_out=total,
-            ms=_ms(t0),
-            info={"k": k},
-        )
+        scores = {p.id: p.dense_score or 0.0 for p in docs}
+        rec = PhaseRecord("retrieve", tuple(p.id for p in docs), scores=scores, tokens_in=None, tokens_out=total, ms=_ms(t0), info={"k": k})
         return ContextResult(query=query, documents=docs, context=context, token_count=total, trace=(rec,), config={"k": k})
 
 

@@ -1,0 +1,164 @@
+"""The systems compared over one index, each mapping a question to (passage ids, the context as
+the model reads it), and their scores on a question set.
+
+Every system's context is rendered the same way: passages joined by a blank line (MeVe's
+separator), counted by the same token counter. The top-k baselines read the MeVe's own index: the
+dense ranking from its vector store (the same embedder), BM25 from its lexical index, and hybrid,
+both fused by reciprocal rank (k = 60).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from meve.core.records import ContextResult
+from meve.core.tokens import TokenCounter
+from meve.evaluate.metrics import answer_in, evidence_recall, passage_recall, summarise
+from meve.retrieval.fusion import rrf
+
+if TYPE_CHECKING:
+    from meve.pipeline.meve import MeVe
+
+__all__ = ["BASELINES", "DEPTH", "KS", "SEP", "Rankings", "Scorable", "System", "cached_queries", "meve_system", "score", "topk_system"]
+
+SEP = "\n\n"
+KS = tuple(range(1, 11))
+BASELINES = ("dense", "bm25", "hybrid")
+DEPTH = 50  # how deep the cached rankings go: past any k or k_init compared
+#: question -> (kept passage ids, context text, the MeVe result when there is one)
+System = Callable[[str], tuple[list[str], str, ContextResult | None]]
+
+
+class Scorable(Protocol):
+    """What a context is scored against (:class:`meve.evaluate.questions.Target`, or a benchmark's question)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def answers(self) -> Sequence[str]: ...
+    @property
+    def evidence(self) -> Sequence[str]: ...
+    @property
+    def gold(self) -> Collection[str]: ...
+
+
+class Rankings:
+    """A MeVe and the plain rankings over its index that the top-k baselines read (cached per
+    query). ``text``: passage id -> text (read from the store when not given); ``encode``: the
+    query's dense vector (default: the MeVe's embedder, as its store was filled)."""
+
+    def __init__(self, meve: MeVe, text: Mapping[str, str] | None = None, encode: Callable[[str], np.ndarray] | None = None) -> None:
+        """Read the corpus's texts once; nothing is embedded until a query asks."""
+        if meve.store is None:
+            from meve.core.errors import InputError
+
+            raise InputError("evaluation needs a flat passage store (MeVe.from_texts or from_chroma); this MeVe was built with from_documents")
+        self.meve = meve
+        if text is None:
+            ids, texts = meve.store.documents()
+            text = dict(zip(ids, texts, strict=True))
+        self.text = dict(text)
+        # By default the query vector MeVe's own phase 1 searches with (shared by the settings run under cached_queries).
+        self._encode = encode if encode is not None else (lambda q: meve._embed_query(q, True))
+        self._dense: dict[str, list[str]] = {}
+        self._bm25: dict[str, list[str]] = {}
+
+    def dense(self, query: str, k: int) -> list[str]:
+        """The k nearest passages by the bi-encoder's cosine."""
+        if query not in self._dense:
+            assert self.meve.store is not None
+            self._dense[query] = [p.id for p in self.meve.store.query(self._encode(query), DEPTH)]
+        return self._dense[query][:k]
+
+    def bm25(self, query: str, k: int) -> list[str]:
+        """The k best passages by BM25 (the MeVe's index over the same passages)."""
+        if query not in self._bm25:
+            self._bm25[query] = [pid for pid, _ in self.meve.lexical.search(query, DEPTH)]
+        return self._bm25[query][:k]
+
+    def hybrid(self, query: str, k: int) -> list[str]:
+        """Dense and BM25 fused by reciprocal rank (k = 60), the k best."""
+        fused = rrf({"dense": self.dense(query, DEPTH), "bm25": self.bm25(query, DEPTH)})
+        return sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
+
+
+@contextlib.contextmanager
+def cached_queries(meve: MeVe) -> Iterator[None]:
+    """Within the block, each query's vector is computed once (with the verifier's shared pass, as
+    ``MeVe.run`` computes it) and reused by every setting run on it: a grid runs each question
+    dozens of times. A MeVe with its own query encoder (a framework's store) is left as it is."""
+    if meve._query_encoder is not None:
+        yield
+        return
+    memo: dict[str, np.ndarray] = {}
+    shared = meve._shared_pass(True)
+
+    def encode(query: str) -> np.ndarray:
+        if query not in memo:
+            memo[query] = shared.query(query) if shared is not None else meve.embedder.encode([query])[0]
+        return memo[query]
+
+    meve._query_encoder = encode
+    try:
+        yield
+    finally:
+        meve._query_encoder = None
+
+
+def topk_system(rankings: Rankings, ranking: str, k: int) -> System:
+    """Plain top-k by one ranking (dense, bm25 or hybrid)."""
+    rank = getattr(rankings, ranking)
+
+    def run(query: str) -> tuple[list[str], str, ContextResult | None]:
+        ids = rank(query, k)
+        return ids, SEP.join(rankings.text[i] for i in ids), None
+
+    return run
+
+
+def meve_system(rankings: Rankings, setting: Mapping[str, Any]) -> System:
+    """MeVe with ``setting`` (MeVeConfig fields) over the corpus."""
+
+    def run(query: str) -> tuple[list[str], str, ContextResult | None]:
+        r = rankings.meve.run(query, **setting)
+        return [d.id for d in r.documents], r.context, r
+
+    return run
+
+
+def score(
+    system: System,
+    questions: Sequence[Scorable],
+    counter: TokenCounter,
+    *,
+    keep: list[ContextResult] | None = None,
+    scores: list[tuple[float, float]] | None = None,
+    tick: Callable[[], Any] | None = None,
+) -> dict[str, float]:
+    """The system's means over ``questions``: evidence kept (by text; a question with answer
+    strings and no evidence text counts 1 when an answer occurs in the context), the share of
+    questions with all their evidence, answer-in-context (questions with answer strings),
+    passage-id recall (labelled), tokens and milliseconds. ``scores`` collects each question's
+    (evidence, tokens), for intervals; ``tick`` is called after each question (a progress bar)."""
+    rows = []
+    for q in questions:
+        t0 = time.perf_counter()
+        ids, context, result = system(q.text)
+        ms = (time.perf_counter() - t0) * 1000.0
+        ev = evidence_recall(q.evidence, context) if q.evidence or not q.answers else float(answer_in(q.answers, context))
+        row = {"evidence": ev, "all_evidence": float(ev == 1.0), "passages": passage_recall(q.gold, ids), "tokens": counter.count(context), "ms": ms}
+        if q.answers:
+            row["answer"] = float(answer_in(q.answers, context))
+        rows.append(row)
+        if keep is not None and result is not None:
+            keep.append(result)
+        if scores is not None:
+            scores.append((ev, float(row["tokens"])))
+        if tick is not None:
+            tick()
+    return summarise(rows)

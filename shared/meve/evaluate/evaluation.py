@@ -1,0 +1,119 @@
+""":func:`evaluate`: a user's questions over their corpus, MeVe against dense, BM25 and hybrid top-k
+over the same index, each MeVe setting's margin over the frontier at its own tokens, with a paired
+bootstrap 95% interval."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from meve.core.config import MeVeConfig
+from meve.core.errors import InputError
+from meve.evaluate import frontier
+from meve.evaluate.arms import BASELINES, KS, Rankings, Scorable, cached_queries
+from meve.evaluate.questions import Question, as_questions, check_evidence_ids, targets
+from meve.evaluate.report import Points, Report, arm_summary, measure_arm, measure_curves, reference_tokens
+
+if TYPE_CHECKING:
+    from meve.pipeline.meve import MeVe
+
+__all__ = ["Corpus", "evaluate", "opened", "progress", "run_arms"]
+
+#: a MeVe (flat store), passages as texts, or passages as {id: text}
+Corpus = Any
+Settings = Mapping[str, Mapping[str, Any] | MeVeConfig]
+
+
+@contextlib.contextmanager
+def opened(corpus: Corpus) -> Iterator[MeVe]:
+    """The MeVe to evaluate: the one given (left open), or one built over the texts given (closed after)."""
+    from meve.pipeline.meve import MeVe
+
+    if isinstance(corpus, MeVe):
+        yield corpus
+        return
+    if isinstance(corpus, Mapping):
+        ids, texts = [str(k) for k in corpus], list(corpus.values())
+    elif isinstance(corpus, Sequence) and not isinstance(corpus, str):
+        ids, texts = [f"doc-{i}" for i in range(len(corpus))], list(corpus)
+    else:
+        raise InputError(f"corpus must be a meve.MeVe, a list of passage texts or a dict of id -> text, got {type(corpus).__name__}")
+    with MeVe.from_texts(texts, ids=ids) as meve:
+        yield meve
+
+
+@contextlib.contextmanager
+def progress(total: int, show: bool, desc: str) -> Iterator[Callable[[], Any]]:
+    """A tick per question run (a tqdm bar on stderr when ``show``)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="run", disable=not show)
+    try:
+        yield lambda: bar.update(1)
+    finally:
+        bar.close()
+
+
+def _overrides(setting: Mapping[str, Any] | MeVeConfig) -> dict[str, Any]:
+    return setting.to_dict() if isinstance(setting, MeVeConfig) else dict(setting)
+
+
+def run_arms(
+    rankings: Rankings,
+    items: Sequence[Scorable],
+    settings: Mapping[str, Mapping[str, Any]],
+    *,
+    ks: Sequence[int] = KS,
+    reps: int = 2000,
+    seed: int = 0,
+    tick: Callable[[], Any] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """The top-k curves and each setting's summary row (margin and its interval) on ``items``."""
+    counter = rankings.meve.token_counter
+    points: Points = {}
+    curves = measure_curves(rankings, items, counter, ks=ks, points=points, tick=tick)
+    reference = reference_tokens(curves)
+    arms = {}
+    for label, setting in settings.items():
+        row, scores = measure_arm(rankings, items, counter, setting, tick=tick)
+        arms[label] = {"setting": dict(setting), **arm_summary(_means(row), curves, reference, frontier.margin_interval(scores, points, reps=reps, seed=seed))}
+    return curves, arms
+
+
+def _means(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A measured row less the setting's fields (kept apart, under "setting")."""
+    fields = set(MeVeConfig.__dataclass_fields__)
+    return {k: v for k, v in row.items() if k not in fields}
+
+
+def evaluate(
+    corpus: Corpus,
+    questions: str | os.PathLike[str] | Sequence[Question | Mapping[str, Any]],
+    *,
+    settings: Settings | None = None,
+    ks: Sequence[int] = KS,
+    reps: int = 2000,
+    seed: int = 0,
+    show_progress: bool = False,
+) -> Report:
+    """Measure MeVe against the top-k frontier on ``questions`` over ``corpus``.
+
+    ``corpus``: a :class:`meve.MeVe` (its own config is the arm "this config"), or passages (a list
+    of texts, or a dict id -> text) indexed here with the defaults. ``questions``: a JSONL file
+    (:mod:`meve.evaluate.questions`), or its lines as dicts, or :class:`Question` records; every
+    check runs before any model loads (evidence ids against the corpus's ids). ``settings``:
+    label -> MeVeConfig fields (or a MeVeConfig) to run instead of the MeVe's own config. Each top-k
+    curve is k in ``ks``; intervals are paired bootstraps of ``reps`` draws."""
+    qs = as_questions(questions)
+    with opened(corpus) as meve:
+        rankings = Rankings(meve)
+        check_evidence_ids(qs, rankings.text)
+        items = targets(qs, rankings.text)
+        chosen = {label: _overrides(s) for label, s in settings.items()} if settings else {"this config": {}}
+        total = len(items) * (len(BASELINES) * len(ks) + len(chosen))
+        with progress(total, show_progress, "meve: evaluating") as tick, cached_queries(meve):
+            curves, arms = run_arms(rankings, items, chosen, ks=ks, reps=reps, seed=seed, tick=tick)
+        notes = [f"intervals: paired bootstrap over the {len(items)} questions, {reps} draws, 95%"]
+        return Report(len(items), len(rankings.text), curves, arms, notes)

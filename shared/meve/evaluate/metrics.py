@@ -1,0 +1,67 @@
+"""Evidence counted by the text the model reads.
+
+A context keeps a piece of evidence when the evidence sentence's text stands in it (whitespace
+normalised): a passage whose id survived pruning but whose evidence sentence was cut keeps
+nothing. Answer strings match as whole normalised words. Passage-id recall is computed beside,
+labelled as such, and never used to choose anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+__all__ = ["answer_in", "evidence_recall", "normalise", "passage_recall", "summarise"]
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """Whitespace runs as one space, trimmed (sentences are matched on this)."""
+    return _SPACE.sub(" ", text).strip()
+
+
+def evidence_recall(evidence: Sequence[str], context: str) -> float:
+    """Share of the evidence sentences whose text stands in ``context``."""
+    if not evidence:
+        return 0.0
+    ctx = normalise(context)
+    return sum(normalise(e) in ctx for e in evidence) / len(evidence)
+
+
+def _words(text: str) -> str:
+    text = re.sub(r"\b(a|an|the)\b", " ", re.sub(r"[^\w\s]", " ", text.lower()))
+    return f" {' '.join(text.split())} "
+
+
+def answer_in(answers: Sequence[str], context: str) -> bool:
+    """A gold answer occurs in ``context`` as a run of whole normalised words (SQuAD's
+    normalisation: lower case, no punctuation, no articles)."""
+    ctx = _words(context)
+    return any(a.strip() and _words(a) in ctx for a in answers)
+
+
+def passage_recall(gold: Collection[str], kept_ids: Collection[str]) -> float:
+    """Share of the gold passages whose id is in the context, in whole or in part (passage-level: labelled as such)."""
+    if not gold:
+        return 0.0
+    kept = set(kept_ids)
+    return sum(g in kept for g in gold) / len(gold)
+
+
+def summarise(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Means over questions (answer rate over the questions that have answer strings), rounded."""
+    out: dict[str, float] = {"questions": float(len(rows))}
+    for key in ("evidence", "all_evidence", "passages", "tokens", "ms"):
+        vals = [r[key] for r in rows if key in r]
+        if vals:
+            out[key] = round(float(np.mean(vals)), 4)
+    answered = [r["answer"] for r in rows if "answer" in r]
+    if answered:
+        out["answer"] = round(float(np.mean(answered)), 4)
+    ms = [r["ms"] for r in rows if "ms" in r]
+    if ms:
+        out["ms_p50"] = round(float(np.percentile(ms, 50)), 2)
+    return out

@@ -1,0 +1,146 @@
+""":func:`tune`: choose a MeVe setting for a user's corpus on a dev split of their questions, and
+report it on the test split beside the shipped default and the top-k frontier.
+
+The protocol (the benchmarks' own, ``benchmarks/context.py``, on one question set):
+
+1. The questions are split by a fixed hash of each one's id (its text when it has none):
+   :func:`meve.evaluate.questions.split_of`. Fewer than :data:`MIN_QUESTIONS` questions, or fewer
+   than :data:`MIN_SPLIT` on either side, is too few to choose and report on: the default is kept
+   and the report says why (it still shows the default against the frontier on every question).
+2. On dev: the dense, BM25 and hybrid top-k curves (k = 1..10) and every setting of :data:`GRID`
+   (48 settings: the knobs and values the shipped default was chosen among). The choice is the
+   setting with the best margin over the dev frontier, ties within 0.002 to the fewer tokens
+   (:func:`meve.evaluate.frontier.choose`).
+3. On test: the choice and the shipped default (``MeVeConfig()``'s values of the same knobs), each
+   with its margin over the test frontier and a paired bootstrap 95% interval.
+
+The config written is the MeVe's own config with the choice's knobs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from meve.core.config import MeVeConfig
+from meve.evaluate import frontier
+from meve.evaluate.arms import BASELINES, KS, Rankings, Scorable, cached_queries
+from meve.evaluate.evaluation import Corpus, opened, progress, run_arms
+from meve.evaluate.questions import Question, as_questions, check_evidence_ids, split_questions, targets
+from meve.evaluate.report import Report, measure_arm, measure_curves, reference_tokens
+
+__all__ = ["GRID", "KNOBS", "MIN_QUESTIONS", "MIN_SPLIT", "TuneResult", "choose_setting", "shipped_default", "tune"]
+
+MIN_QUESTIONS = 20
+MIN_SPLIT = 8
+#: The MeVeConfig fields the grid varies.
+KNOBS = ("candidates", "tau", "cut", "cut_ratio", "coverage", "coverage_floor", "n_min", "prune", "prune_ratio", "prune_gate", "theta_redundancy")
+# 2 candidate sources x 6 verification rules (tau alone at four values, and two per-query cuts at
+# tau 0.1) x query coverage off/on x sentence pruning off/on = 48 settings; n_min 1 and the
+# redundancy threshold 0.95 throughout (benchmarks/context.py says why the threshold left the grid).
+GRID: list[dict[str, Any]] = [
+    {"candidates": cand, "tau": tau, "cut": cut, "cut_ratio": 0.8, "coverage": cov, "coverage_floor": 0.05 if cov else 0.0, "n_min": 1}
+    | {"prune": prune, "prune_ratio": 0.5, "prune_gate": 0.2, "theta_redundancy": theta}
+    for cand, (tau, cut), cov, prune, theta in itertools.product(
+        ("dense", "hybrid"),
+        ((0.1, "none"), (0.3, "none"), (0.5, "none"), (0.7, "none"), (0.1, "gap"), (0.1, "ratio")),
+        (0.0, 0.3),
+        ("none", "scorer"),
+        (0.95,),
+    )
+]
+
+
+def shipped_default() -> dict[str, Any]:
+    """``MeVeConfig()``'s values of the grid's knobs."""
+    default = MeVeConfig()
+    return {k: getattr(default, k) for k in KNOBS}
+
+
+def choose_setting(
+    rankings: Rankings, dev: Sequence[Scorable], grid: Sequence[Mapping[str, Any]] = GRID, *, tick: Callable[[], Any] | None = None
+) -> tuple[int, list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Step 2: (the index in ``grid`` of the setting with the best margin over the dev frontier,
+    every setting's dev row with its margin, the dev top-k curves)."""
+    counter = rankings.meve.token_counter
+    curves = measure_curves(rankings, dev, counter, tick=tick)
+    rows = []
+    for setting in grid:
+        row, _ = measure_arm(rankings, dev, counter, setting, tick=tick)
+        rows.append({**row, "margin": round(frontier.margin(row, curves), 4)})
+    best = frontier.choose([{"dev": r} for r in rows], {"dev": curves}, {"dev": reference_tokens(curves)})
+    return best, rows, curves
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` chose and measured: ``config`` (the MeVeConfig to ship: the choice, or the
+    MeVe's own config when there were too few questions), ``chosen`` (the grid setting, or None),
+    ``report`` (the test split: the choice, the default and the top-k curves), ``dev`` (every grid
+    setting's dev row) and ``reason`` (why nothing was chosen, or None)."""
+
+    config: MeVeConfig
+    chosen: dict[str, Any] | None
+    report: Report
+    dev: list[dict[str, Any]] = field(default_factory=list)
+    reason: str | None = None
+
+    def save(self, path: str | os.PathLike[str]) -> dict[str, Path]:
+        """Write the config as JSON at ``path`` (``MeVe(config=path)``, ``meve query --config``,
+        both adapters' ``config=``) and the report beside it: ``<stem>.report.{json,md,html,png}``."""
+        from meve.pipeline.config_file import write_config
+
+        out = write_config(self.config, path)
+        return {"config": out, **self.report.save(out.parent, f"{out.stem}.report")}
+
+
+def _too_few(n: int, dev: int, test: int) -> str | None:
+    if n < MIN_QUESTIONS:
+        return f"{n} questions: tuning needs at least {MIN_QUESTIONS} (a dev split to choose on and a test split to report on); the default is kept"
+    if min(dev, test) < MIN_SPLIT:
+        return f"the split gave {dev} dev and {test} test questions: each needs at least {MIN_SPLIT}; the default is kept"
+    return None
+
+
+def tune(
+    corpus: Corpus,
+    questions: str | os.PathLike[str] | Sequence[Question | Mapping[str, Any]],
+    *,
+    grid: Sequence[Mapping[str, Any]] = GRID,
+    reps: int = 2000,
+    seed: int = 0,
+    show_progress: bool = False,
+) -> TuneResult:
+    """Choose a setting among ``grid`` on the dev split of ``questions`` and report it on the test
+    split (module docstring). ``corpus`` and ``questions`` as :func:`meve.evaluate.evaluate`."""
+    qs = as_questions(questions)
+    dev_qs, test_qs = split_questions(qs)
+    reason = _too_few(len(qs), len(dev_qs), len(test_qs))
+    with opened(corpus) as meve:
+        rankings = Rankings(meve)
+        check_evidence_ids(qs, rankings.text)
+        default = shipped_default()
+        split = {"split": {"dev": len(dev_qs), "test": len(test_qs), "rule": "sha256 of the id (the text when none) even: dev"}}
+        if reason is not None:
+            items = targets(qs, rankings.text)
+            with progress(len(items) * (len(BASELINES) * len(KS) + 1), show_progress, "meve: evaluating the default") as tick, cached_queries(meve):
+                curves, arms = run_arms(rankings, items, {"default": default}, reps=reps, seed=seed, tick=tick)
+            report = Report(len(items), len(rankings.text), curves, arms, [reason], {**split, "grid_size": len(grid)})
+            return TuneResult(meve.config.replace(**default), None, report, reason=reason)
+        dev, test = targets(dev_qs, rankings.text), targets(test_qs, rankings.text)
+        runs = len(dev) * (len(BASELINES) * len(KS) + len(grid)) + len(test) * (len(BASELINES) * len(KS) + 2)
+        with progress(runs, show_progress, "meve: tuning") as tick, cached_queries(meve):
+            best, rows, _ = choose_setting(rankings, dev, grid, tick=tick)
+            chosen = dict(grid[best])
+            curves, arms = run_arms(rankings, test, {"tuned": chosen, "default": default}, reps=reps, seed=seed, tick=tick)
+    notes = [
+        f"chosen on {len(dev)} dev questions among {len(grid)} settings by the best margin over the dev frontier "
+        f"(dev margin {rows[best]['margin']:+.4f}); reported on {len(test)} test questions it was not chosen on",
+        f"intervals: paired bootstrap over the {len(test)} test questions, {reps} draws, 95%",
+    ]
+    extra = {**split, "grid_size": len(grid), "chosen": chosen, "dev_margin": rows[best]["margin"]}
+    return TuneResult(meve.config.replace(**chosen), chosen, Report(len(test), len(rankings.text), curves, arms, notes, extra), rows)

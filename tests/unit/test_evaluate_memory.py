@@ -1,0 +1,60 @@
+"""evaluate_memory / tune_memory with a fake embedder: the questions' checks, the arms at one
+budget, and the gain over the best fill."""
+
+from __future__ import annotations
+
+import pytest
+
+from meve import InputError, MemoryConfig
+from meve.evaluate import evaluate_memory
+from meve.evaluate.memory import MEMORY_GRID, tune_memory
+from tests.fakes import FakeEmbedder
+
+CONV = [
+    turn
+    for i in range(30)
+    for turn in (
+        {"id": f"u{i}", "role": "user", "text": f"Topic {i}: my favourite thing number {i} is item{i}."},
+        {"id": f"a{i}", "role": "assistant", "text": f"Noted, item{i} for topic {i}."},
+    )
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "message"),
+    [
+        ({"conversation": "c1", "question": "x"}, "question 1: no evidence field"),
+        ({"conversation": "c9", "question": "x", "answers": ["a"]}, "question 1: field 'conversation': 'c9'"),
+        ({"conversation": "c1", "question": "", "answers": ["a"]}, "question 1: field 'question'"),
+        ({"conversation": "c1", "question": "x", "answers": []}, "question 1: field 'answers'"),
+        ({"conversation": "c1", "question": "x", "evidence_turn_ids": ["zz"]}, "question 1: field 'evidence_turn_ids': 'zz' is not a turn"),
+        ({"conversation": "c1", "question": "x", "answer": ["a"]}, "question 1: field 'answer' is not known"),
+    ],
+)
+def test_each_bad_question_is_refused_before_any_model_runs(question, message):
+    emb = FakeEmbedder()
+    with pytest.raises(InputError, match=message):
+        evaluate_memory({"c1": CONV}, [question], embedder=emb)
+    assert emb.calls == 0
+
+
+def test_the_memory_and_the_three_fills_at_one_budget():
+    qs = [{"conversation": "c1", "question": f"What is my favourite thing for topic {i}?", "evidence_turn_ids": [f"u{i}"]} for i in range(6)]
+    qs.append({"conversation": "c1", "question": "Which item for topic 3?", "answers": ["item3"]})
+    report = evaluate_memory({"c1": CONV}, qs, l_max=48, embedder=FakeEmbedder(), reps=100).to_dict()
+    assert report["questions"] == 7 and report["l_max"] == 48
+    assert set(report["arms"]) == {"memory", "dense", "bm25", "hybrid"} and report["best_fill"] in ("dense", "bm25", "hybrid")
+    assert all(a["tokens"] <= 48 for a in report["arms"].values())
+    assert report["gain"] == pytest.approx(report["arms"]["memory"]["evidence"] - report["arms"][report["best_fill"]]["evidence"], abs=1e-4)
+    lo, hi = report["gain_ci95"]
+    assert lo <= hi
+
+
+def test_tune_memory_chooses_on_dev_and_reports_on_test():
+    qs = [{"conversation": "c1", "question": f"What did you note for topic {i}?", "evidence_turn_ids": [f"a{i}"]} for i in range(30)]
+    config, report = tune_memory({"c1": CONV}, qs, l_max=48, embedder=FakeEmbedder(), reps=50)
+    assert isinstance(config, MemoryConfig) and config.l_max == 48
+    assert report.extra["chosen"] in MEMORY_GRID and sum(report.extra["split"].values()) == 30
+    assert {"tuned", "default", "dense", "bm25", "hybrid"} == set(report.arms)
+    with pytest.raises(InputError, match="at least 8 on each side"):
+        tune_memory({"c1": CONV}, qs[:5], embedder=FakeEmbedder())

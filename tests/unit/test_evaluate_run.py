@@ -1,0 +1,139 @@
+"""evaluate / tune over real Chroma with fake models (tests/fakes.py): the report's fields, the
+frontier and margin arithmetic on hand-made numbers, and the config file's round trip through
+MeVe(config=...) and both adapters."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+
+import pytest
+
+from meve import ConfigError, InputError, MeVe, MeVeConfig
+from meve.evaluate import evaluate, frontier, tune
+from meve.evaluate.report import Report, arm_summary, reference_tokens
+from meve.evaluate.tune import GRID, MIN_QUESTIONS, shipped_default
+from meve.pipeline.config_file import as_config, write_config
+from tests.fakes import FakeEmbedder, FakeScorer
+
+DEMO = json.loads(resources.files("meve").joinpath("data/demo_corpus.json").read_text(encoding="utf-8"))["passages"]
+QUESTIONS = str(resources.files("meve").joinpath("data/demo_questions.jsonl"))
+
+
+@pytest.fixture
+def meve():
+    with MeVe.from_texts([p["text"] for p in DEMO], ids=[p["id"] for p in DEMO], embedder=FakeEmbedder(), scorer=FakeScorer()) as m:
+        yield m
+
+
+def test_the_summary_of_an_arm_on_hand_made_curves():
+    curves = {"dense": [{"k": 1, "evidence": 0.4, "tokens": 100.0}, {"k": 2, "evidence": 0.6, "tokens": 200.0}, {"k": 3, "evidence": 0.7, "tokens": 300.0}]}
+    row = arm_summary({"evidence": 0.6, "tokens": 150.0}, curves, reference_tokens(curves), (0.01, 0.2))
+    assert row["frontier_at_tokens"] == 0.5 and row["margin"] == 0.1 and row["margin_ci95"] == [0.01, 0.2]
+    assert row["frontier_tokens_for_same_evidence"] == 200.0 and row["token_saving_at_equal_evidence"] == 0.25 and row["tokens_vs_dense_top3"] == 0.5
+    below = arm_summary({"evidence": 0.9, "tokens": 400.0}, curves, 300.0)
+    assert below["frontier_tokens_for_same_evidence"] is None and "margin_ci95" not in below
+
+
+def test_the_choice_is_the_best_margin_and_a_tie_goes_to_fewer_tokens():
+    curves = {"s": {"dense": [{"k": 1, "evidence": 0.5, "tokens": 100.0}]}}
+    rows = [{"s": {"evidence": 0.5, "tokens": 100.0}}, {"s": {"evidence": 0.6, "tokens": 100.0}}, {"s": {"evidence": 0.601, "tokens": 90.0}}]
+    assert frontier.choose(rows, curves, {"s": 100.0}) == 2  # 0.6 and 0.601 tie within TIE: the fewer tokens wins
+    assert frontier.choose(rows[:2], curves, {"s": 100.0}) == 1
+
+
+def test_evaluate_reports_curves_arms_and_intervals(meve):
+    report = evaluate(meve, QUESTIONS, reps=50)
+    data = report.to_dict()
+    assert {"metric", "questions", "passages", "arms", "curves", "notes"} <= set(data)
+    assert data["questions"] == 60 and data["passages"] == len(DEMO)
+    assert set(data["curves"]) == {"dense", "bm25", "hybrid"} and [r["k"] for r in data["curves"]["dense"]] == list(range(1, 11))
+    arm = data["arms"]["this config"]
+    assert {"evidence", "tokens", "frontier_at_tokens", "margin", "margin_ci95", "setting", "empty_rate"} <= set(arm)
+    lo, hi = arm["margin_ci95"]
+    assert lo <= arm["margin"] + 1e-9 and arm["margin"] <= hi + 1e-9
+    # every top-k point lies on or under the frontier it makes
+    assert all(frontier.margin(r, data["curves"]) <= 1e-9 for rows in data["curves"].values() for r in rows)
+    json.dumps(data)
+
+
+def test_evaluate_runs_the_settings_given_and_refuses_an_unknown_evidence_id_before_anything_runs(meve, tmp_path):
+    report = evaluate(meve, QUESTIONS, settings={"strict": {"tau": 0.9}, "loose": MeVeConfig(tau=0.0)}, reps=20, ks=(1, 2))
+    assert list(report.arms) == ["strict", "loose"] and report.arms["strict"]["setting"] == {"tau": 0.9}
+    bad = tmp_path / "qs.jsonl"
+    bad.write_text(json.dumps({"question": "x", "evidence_ids": ["nope"]}) + "\n")
+    calls = meve.embedder.calls
+    with pytest.raises(InputError, match="line 1: field 'evidence_ids': 'nope'"):
+        evaluate(meve, bad)
+    assert meve.embedder.calls == calls
+
+
+def test_tune_chooses_on_dev_reports_on_test_and_its_config_round_trips(meve, tmp_path):
+    result = tune(meve, QUESTIONS, reps=50)
+    assert result.reason is None and result.chosen in GRID and len(result.dev) == len(GRID)
+    data = result.report.to_dict()
+    assert set(data["arms"]) == {"tuned", "default"} and data["arms"]["default"]["setting"] == shipped_default()
+    assert data["split"]["dev"] + data["split"]["test"] == 60 and data["questions"] == data["split"]["test"]
+    assert data["chosen"] == result.chosen and isinstance(result.report.on_or_above_frontier("tuned"), bool)
+    written = result.save(tmp_path / "out" / "config.json")
+    assert {p.name for p in written.values()} >= {"config.json", "config.report.json", "config.report.md", "config.report.html"}
+    assert MeVe.from_texts(["a passage."], embedder=FakeEmbedder(), scorer=FakeScorer(), config=written["config"]).config == result.config
+    assert as_config(json.loads(written["config"].read_text())) == result.config == as_config(str(written["config"]))
+    for key, value in result.chosen.items():
+        assert getattr(result.config, key) == value
+
+
+def test_with_too_few_questions_tune_keeps_the_default_and_says_why(meve):
+    few = [{"question": f"Who built the running machine {i}?", "answers": ["Karl Drais"]} for i in range(MIN_QUESTIONS - 1)]
+    result = tune(meve, few, reps=20)
+    assert result.chosen is None and result.config == MeVeConfig() and f"at least {MIN_QUESTIONS}" in (result.reason or "")
+    assert result.report.notes == [result.reason] and set(result.report.arms) == {"default"}
+
+
+def test_a_config_file_is_read_by_meve_and_both_adapters(tmp_path):
+    path = write_config(MeVeConfig(tau=0.42, t_max=77), tmp_path / "c.json")
+    from langchain_meve import MeVeRetriever as LCRetriever
+    from llamaindex_meve import MeVePostprocessor
+
+    lc = LCRetriever.from_texts(["one passage."], embedder=FakeEmbedder(), scorer=FakeScorer(), config=str(path))
+    assert (lc.meve.config.tau, lc.meve.config.t_max) == (0.42, 77)
+    lc2 = LCRetriever.from_texts(["one passage."], embedder=FakeEmbedder(), scorer=FakeScorer(), config=path, t_max=50)
+    assert (lc2.meve.config.tau, lc2.meve.config.t_max) == (0.42, 50)  # a field given beside the file wins
+    post = MeVePostprocessor(config=path, embedder=FakeEmbedder(), scorer=FakeScorer())
+    assert post.config.tau == 0.42
+
+
+def test_bad_config_files_are_refused_naming_the_file_and_the_field(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"tau": 2}')
+    with pytest.raises(ConfigError, match=r"tau=2 is not allowed.*bad.json"):
+        as_config(bad)
+    bad.write_text('{"t_maxx": 2}')
+    with pytest.raises(ConfigError, match="did you mean 't_max'"):
+        as_config(bad)
+    bad.write_text("[1]")
+    with pytest.raises(InputError, match="expected a JSON object"):
+        as_config(bad)
+    with pytest.raises(InputError, match="no such config file"):
+        as_config(tmp_path / "missing.json")
+    with pytest.raises(InputError, match="config must be"):
+        as_config(3)
+
+
+def test_the_reports_are_self_contained_and_the_plot_names_its_extra(monkeypatch, tmp_path):
+    curves = {"dense": [{"k": 1, "evidence": 0.5, "tokens": 10.0}]}
+    arm = {"setting": {}, **arm_summary({"evidence": 0.6, "tokens": 12.0}, curves, 10.0, (0.0, 0.2))}
+    report = Report(3, 5, curves, {"tuned": arm}, ["a note"])
+    written = report.save(tmp_path)
+    page = written["html"].read_text()
+    assert "<table>" in page and "a note" in page and "http" not in page.replace("http-equiv", "")
+    assert ("data:image/png;base64," in page) == ("png" in written)
+    assert "| tuned | 0.600 | 12.0 | 0.500 | +0.100 [+0.000, +0.200] |" in written["md"].read_text()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    from meve.evaluate.render import plot_png
+
+    with pytest.raises(ImportError, match=r'pip install "meve\[plot\]"'):
+        plot_png(report.to_dict())
+    written = report.save(tmp_path / "no-plot")
+    assert "png" not in written and "meve[plot]" in written["html"].read_text()
