@@ -20,7 +20,8 @@ test figures are in-distribution for the choice of default, as BENCHMARKS.md's "
 
 Memory (``run_memory``, the same question for ``tune_memory``): on each memory set
 (:data:`benchmarks.harness.conversations.MEMORY_SETS`), the setting among
-:data:`meve.evaluate.memory.MEMORY_GRID` (24: fusion and weights, dates, partner turns) that keeps
+:data:`meve.evaluate.memory.MEMORY_GRID` (18: fusion and weights, partner turns, keep_recent;
+dates "auto"; the memory benchmark's grid) that keeps
 the most evidence at 512 tokens on the first ``dev_limit`` (50) dev questions (registry order),
 reported on every test question beside ``MemoryConfig()`` against the dense, BM25 and hybrid fills
 of 512 tokens, each gain over the best fill with a paired bootstrap interval. The metric is evidence
