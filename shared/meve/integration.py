@@ -161,8 +161,9 @@ def meve_over(
     store: ForeignStore, *, config: ConfigLike | None = None, scorer: ScorerSpec = None, token_counter: Any = None, bm25_backend: str = DEFAULT_BM25
 ) -> MeVe:
     """A MeVe whose phase 1 is the framework's vector store: the store's embeddings for the query
-    and the redundancy checks, BM25 over the store's known passages for the fallback, and the
-    scorer resolved for a foreign store (the default runs meve's MiniLM, with no shared pass)."""
+    and the redundancy checks (its stored vectors where it gives them: :class:`ForeignStore`), BM25
+    over the store's known passages for the fallback, and the scorer resolved for a foreign store
+    (the default runs meve's MiniLM, with no shared pass)."""
     config = as_config(config)  # a bad config file is refused before the store is read
     ids, texts = store.documents()
     models = Models(store.embedder, scorer, store=True)

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from meve.core.logs import log, warn_once
 from meve.core.records import Passage
 from meve.pipeline.phases import unit_rows
 from meve.scoring.embedders import CachedEmbedder
 
-__all__ = ["ForeignStore", "VectorSearch"]
+__all__ = ["ForeignStore", "StoredVectors", "VectorSearch"]
 
 
 class _FunctionEmbedder:
@@ -31,6 +32,11 @@ class _FunctionEmbedder:
 #: where the framework's store returns none.
 VectorSearch = Callable[[np.ndarray, int], Sequence[tuple[str | None, str, Mapping[str, Any]]]]
 
+#: The store's own ids -> for each, the (text, vector) the framework's store keeps under it, or
+#: None where it keeps none meve can read. A store keeps the vector its model made when the
+#: passage was added: reading it spares running that model again over every hit at query time.
+StoredVectors = Callable[[Sequence[str]], Sequence[tuple[str, Any] | None]]
+
 
 def _content_id(text: str) -> str:
     """The id of a passage given without one: a hash of its text, the same in every process, so
@@ -41,7 +47,13 @@ def _content_id(text: str) -> str:
 class ForeignStore:
     """A :class:`~meve.retrieval.store.PassageStore` over a framework's vector store: the adapter
     says how to search by vector and how to embed (passages and queries apart, for asymmetric
-    models); passage vectors for the redundancy checks are made once per text (cached).
+    models).
+
+    Passage vectors (a hit's cosine to the query, the redundancy checks) must be the store's model's,
+    as the query's is. With ``stored`` they are read from the store where it keeps one under the
+    passage's id for the same text; the rest are embedded with ``embed_texts`` (cached per text),
+    which the log says (a warning the first time, a debug line per call); ``vectors_read`` and
+    ``vectors_embedded`` count both.
 
     Ids: a row given without one (``rows``) gets a content id (:func:`_content_id`). A hit keeps
     its id when this store knows it; otherwise it takes the id of a known row with its text (a
@@ -58,13 +70,18 @@ class ForeignStore:
         embed_query: Callable[[str], Any],
         rows: Iterable[tuple[str | None, str, Mapping[str, Any]]] = (),
         add: Callable[[Sequence[str], Sequence[str], Sequence[Mapping[str, Any] | None]], None] | None = None,
+        stored: StoredVectors | None = None,
     ) -> None:
-        self._search, self._embed_query, self._add = search, embed_query, add
+        self._search, self._embed_query, self._add, self._stored = search, embed_query, add, stored
         self.embedder = CachedEmbedder(_FunctionEmbedder(name, embed_texts))
         self.rows: dict[str, tuple[str, Mapping[str, Any]]] = {}
         self._by_text: dict[str, str] = {}
+        self._store_ids: dict[str, str] = {}  # meve's id -> the id the framework's store keeps the passage under
+        self.vectors_read = self.vectors_embedded = 0
         for pid, text, meta in rows:
             self._put(pid or _content_id(text), text, meta)
+            if pid:
+                self._store_ids[pid] = pid  # the store's id when the documents were added with theirs; checked by text on reading
 
     def _put(self, pid: str, text: str, meta: Mapping[str, Any]) -> None:
         former = self.rows.get(pid)
@@ -85,8 +102,39 @@ class ForeignStore:
     def _passages(self, ids: Sequence[str]) -> list[Passage]:
         if not ids:
             return []
-        vecs = self.embedder.encode([self.rows[i][0] for i in ids])
-        return [Passage(id=i, text=self.rows[i][0], metadata=dict(self.rows[i][1]), embedding=v) for i, v in zip(ids, vecs, strict=True)]
+        texts = [self.rows[i][0] for i in ids]
+        vecs = self._vectors(ids, texts)
+        return [Passage(id=i, text=t, metadata=dict(self.rows[i][1]), embedding=v) for i, t, v in zip(ids, texts, vecs, strict=True)]
+
+    def _read(self, ids: Sequence[str], texts: Sequence[str]) -> list[np.ndarray | None]:
+        """The vectors the store keeps for these passages (unit length), None where it keeps none
+        under the passage's id with the passage's text: a vector of another text is not this one's."""
+        found: list[np.ndarray | None] = [None] * len(ids)
+        asked = [(j, self._store_ids[i]) for j, i in enumerate(ids) if i in self._store_ids]
+        if self._stored is None or not asked:
+            return found
+        for (j, _), row in zip(asked, self._stored([sid for _, sid in asked]), strict=True):
+            if row is not None and row[1] is not None and row[0] == texts[j]:
+                found[j] = unit_rows([row[1]], np.float32)[0]
+        return found
+
+    def _vectors(self, ids: Sequence[str], texts: Sequence[str]) -> list[np.ndarray]:
+        """Each passage's vector in the store's space: read from the store where it can give it,
+        else embedded (a model pass over the text beside the verifier's), said in the log."""
+        found = self._read(ids, texts)
+        todo = [t for t, v in zip(texts, found, strict=True) if v is None]
+        if todo:
+            why = "the adapter cannot read this store's vectors" if self._stored is None else "hits without an id, or ids or texts the store does not hold"
+            warn_once(
+                f"foreign-store-embeds:{self.embedder.name}:{self._stored is None}",
+                f"meve: {len(todo)} of {len(ids)} passages have no vector meve can read from the vector store ({why}); "
+                f"they are embedded again with {self.embedder.name}, a model pass beside the verifier's (said once; DEBUG logs each call)",
+            )
+        made = iter(self.embedder.encode(todo) if todo else ())
+        self.vectors_read += len(ids) - len(todo)
+        self.vectors_embedded += len(todo)
+        log.debug("meve: %d passage vectors read from the vector store, %d embedded with %s", len(ids) - len(todo), len(todo), self.embedder.name)
+        return [v if v is not None else next(made) for v in found]
 
     def query(self, vector: np.ndarray, k: int) -> list[Passage]:
         """The framework's k nearest, each with its cosine to ``vector``."""
@@ -96,6 +144,8 @@ class ForeignStore:
             if hit not in ids:
                 ids[hit] = None
                 self._put(hit, text, meta)  # new to this wrapper, or upserted again: the store's text now
+                if pid:
+                    self._store_ids[hit] = pid
         out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in self._passages(list(ids))]
         return sorted(out, key=lambda p: -(p.dense_score or 0.0))
 
@@ -110,6 +160,7 @@ class ForeignStore:
         self._add(ids, texts, metadatas)
         for i, t, m in zip(ids, texts, metadatas, strict=True):
             self._put(i, t, dict(m or {}))
+            self._store_ids[i] = i
 
     def documents(self) -> tuple[list[str], list[str]]:
         """Every known passage's id and text."""
