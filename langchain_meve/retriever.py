@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import ConfigDict, Field
 
 from meve import ConfigError, ContextResult, MeVe, PhaseRecord
@@ -48,6 +49,24 @@ def _given_id(doc: Document) -> str | None:
 
 def _doc_id(doc: Document, fallback: int | str) -> str:
     return _given_id(doc) or str(fallback)
+
+
+def stored_vectors(vectorstore: Any) -> Callable[[Sequence[str]], list[tuple[str, Any] | None]] | None:
+    """How to read the (text, vector) a LangChain store keeps under its ids (the ``stored`` hook of
+    ``meve.integration.ForeignStore``), for the stores whose API gives them: InMemoryVectorStore
+    (its ``store`` dict) and langchain-chroma's ``Chroma`` (``get(include=["embeddings"])``). None
+    for any other store: meve then embeds each hit again with the store's Embeddings, and logs it."""
+    if isinstance(vectorstore, InMemoryVectorStore):
+        return lambda ids: [(row["text"], row["vector"]) if (row := vectorstore.store.get(i)) is not None else None for i in ids]
+    if any(c.__module__.startswith("langchain_chroma.") for c in type(vectorstore).__mro__):  # langchain-chroma is optional: not imported
+
+        def read(ids: Sequence[str]) -> list[tuple[str, Any] | None]:
+            got = vectorstore.get(ids=list(ids), include=["documents", "embeddings"])
+            kept = dict(zip(got["ids"], zip(got["documents"], got["embeddings"], strict=True), strict=True))
+            return [kept.get(i) for i in ids]
+
+        return read
+    return None
 
 
 class MeVeRetriever(BaseRetriever):
@@ -99,7 +118,11 @@ class MeVeRetriever(BaseRetriever):
         """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
         feed the BM25 fallback. A document's id is its ``id`` or ``metadata['id']``; one with
         neither gets a content id (``text-<sha256>``), and a hit the store names differently (or not
-        at all) is matched to a document by its text, so both sides return one passage once."""
+        at all) is matched to a document by its text, so both sides return one passage once.
+
+        A hit's vector (its cosine to the query, the redundancy check) is the one the store keeps
+        where :func:`stored_vectors` can read it, so the verifier's is the only model pass over a
+        hit; otherwise it is embedded with ``embed_documents``, which meve's log says."""
         check_k(k)
         embeddings = getattr(vectorstore, "embeddings", None)
         if embeddings is None:
@@ -115,7 +138,13 @@ class MeVeRetriever(BaseRetriever):
 
         rows = [(_given_id(d), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for d in documents]
         store = ForeignStore(
-            name=type(embeddings).__name__, search=search, embed_texts=embeddings.embed_documents, embed_query=embeddings.embed_query, rows=rows, add=add
+            name=type(embeddings).__name__,
+            search=search,
+            embed_texts=embeddings.embed_documents,
+            embed_query=embeddings.embed_query,
+            rows=rows,
+            add=add,
+            stored=stored_vectors(vectorstore),
         )
         extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
         return cls(meve=meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra), k=k)

@@ -5,7 +5,7 @@ LangChain retriever, a LlamaIndex postprocessor or either framework's chat memor
 once, so both behave the same way.
 
 * :func:`run_on_texts`: MeVe's phases over another retriever's texts (all of them, or one alone).
-* :class:`ForeignStore` and :func:`meve_over`: a framework's vector store as meve's passage store.
+* :class:`ForeignStore` (:mod:`meve.pipeline.foreign`) and :func:`meve_over`: a framework's vector store as meve's passage store.
 * :func:`passage_metadata`: the ``meve_*`` keys a returned document or node carries.
 * :func:`recall`, :func:`chat_context`, :func:`record_messages`, :func:`chat_role`, :func:`storable`: the chat-message policy.
 """
@@ -13,7 +13,7 @@ once, so both behave the same way.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +26,12 @@ from meve.core.records import ContextResult, Passage, check_query
 from meve.core.tokens import STAMP_PREFIX, get_token_counter
 from meve.memory.memory import MomentaryMemory
 from meve.pipeline.config_file import ConfigLike, as_config
+from meve.pipeline.foreign import ForeignStore
 from meve.pipeline.meve import MeVe
-from meve.pipeline.phases import unit_rows
 from meve.pipeline.runner import PHASES, PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
 from meve.retrieval.lexical import LexicalIndex, local_lexical
-from meve.scoring.embedders import CachedEmbedder, default_embedder
+from meve.scoring.embedders import default_embedder
 from meve.scoring.resolve import Models, ScorerSpec
 
 __all__ = [
@@ -157,115 +157,13 @@ def passage_metadata(result: ContextResult, p: Passage, base: Mapping[str, Any] 
     return {k: v for k, v in meta.items() if v is not None}
 
 
-class _FunctionEmbedder:
-    """An Embedder over a framework's embedding function (vectors L2-normalised here)."""
-
-    def __init__(self, name: str, fn: Callable[[list[str]], Any]) -> None:
-        self.name, self._fn = name, fn
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return unit_rows(self._fn(list(texts)), np.float32)
-
-
-#: (vector, k) -> the k nearest rows as (id, text, metadata), best first; the id is None or ""
-#: where the framework's store returns none.
-VectorSearch = Callable[[np.ndarray, int], Sequence[tuple[str | None, str, Mapping[str, Any]]]]
-
-
-def _content_id(text: str) -> str:
-    """The id of a passage given without one: a hash of its text, the same in every process, so
-    an id-less hit and the same text given for BM25 are one passage."""
-    return f"text-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
-
-
-class ForeignStore:
-    """A :class:`~meve.retrieval.store.PassageStore` over a framework's vector store: the adapter
-    says how to search by vector and how to embed (passages and queries apart, for asymmetric
-    models); passage vectors for the redundancy checks are made once per text (cached).
-
-    Ids: a row given without one (``rows``) gets a content id (:func:`_content_id`). A hit keeps
-    its id when this store knows it; otherwise it takes the id of a known row with its text (a
-    store that named the rows itself, e.g. uuids for documents added without ids), else its own
-    id, else a content id. So the dense side and BM25 (built from ``rows``) name a passage alike.
-    A hit's text replaces what was known under its id: a document upserted again reads as new."""
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        search: VectorSearch,
-        embed_texts: Callable[[list[str]], Any],
-        embed_query: Callable[[str], Any],
-        rows: Iterable[tuple[str | None, str, Mapping[str, Any]]] = (),
-        add: Callable[[Sequence[str], Sequence[str], Sequence[Mapping[str, Any] | None]], None] | None = None,
-    ) -> None:
-        self._search, self._embed_query, self._add = search, embed_query, add
-        self.embedder = CachedEmbedder(_FunctionEmbedder(name, embed_texts))
-        self.rows: dict[str, tuple[str, Mapping[str, Any]]] = {}
-        self._by_text: dict[str, str] = {}
-        for pid, text, meta in rows:
-            self._put(pid or _content_id(text), text, meta)
-
-    def _put(self, pid: str, text: str, meta: Mapping[str, Any]) -> None:
-        former = self.rows.get(pid)
-        if former is not None and former[0] != text and self._by_text.get(former[0]) == pid:
-            del self._by_text[former[0]]
-        self.rows[pid] = (text, meta)
-        self._by_text.setdefault(text, pid)
-
-    def _hit_id(self, pid: str | None, text: str) -> str:
-        if pid and pid in self.rows:
-            return pid
-        return self._by_text.get(text) or pid or _content_id(text)
-
-    def embed_query(self, query: str) -> np.ndarray:
-        """The query through the framework's query side (not cached: each query is new)."""
-        return unit_rows([self._embed_query(query)], np.float32)[0]
-
-    def _passages(self, ids: Sequence[str]) -> list[Passage]:
-        if not ids:
-            return []
-        vecs = self.embedder.encode([self.rows[i][0] for i in ids])
-        return [Passage(id=i, text=self.rows[i][0], metadata=dict(self.rows[i][1]), embedding=v) for i, v in zip(ids, vecs, strict=True)]
-
-    def query(self, vector: np.ndarray, k: int) -> list[Passage]:
-        """The framework's k nearest, each with its cosine to ``vector``."""
-        ids: dict[str, None] = {}  # in rank order, each once (two store rows of one text are one passage)
-        for pid, text, meta in self._search(vector, k):
-            hit = self._hit_id(pid, text)
-            if hit not in ids:
-                ids[hit] = None
-                self._put(hit, text, meta)  # new to this wrapper, or upserted again: the store's text now
-        out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in self._passages(list(ids))]
-        return sorted(out, key=lambda p: -(p.dense_score or 0.0))
-
-    def get(self, ids: Sequence[str]) -> list[Passage]:
-        """The known passages among ``ids``, in that order."""
-        return self._passages([i for i in ids if i in self.rows])
-
-    def add(self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], embeddings: Any) -> None:
-        """Add through the framework (its own embeddings), when the adapter allows it."""
-        if self._add is None:
-            raise TypeError("add passages through your framework's own index; this store only reads it")
-        self._add(ids, texts, metadatas)
-        for i, t, m in zip(ids, texts, metadatas, strict=True):
-            self._put(i, t, dict(m or {}))
-
-    def documents(self) -> tuple[list[str], list[str]]:
-        """Every known passage's id and text."""
-        return list(self.rows), [t for t, _ in self.rows.values()]
-
-    def count(self) -> int:
-        """How many passages are known."""
-        return len(self.rows)
-
-
 def meve_over(
     store: ForeignStore, *, config: ConfigLike | None = None, scorer: ScorerSpec = None, token_counter: Any = None, bm25_backend: str = DEFAULT_BM25
 ) -> MeVe:
     """A MeVe whose phase 1 is the framework's vector store: the store's embeddings for the query
-    and the redundancy checks, BM25 over the store's known passages for the fallback, and the
-    scorer resolved for a foreign store (the default runs meve's MiniLM, with no shared pass)."""
+    and the redundancy checks (its stored vectors where it gives them: :class:`ForeignStore`), BM25
+    over the store's known passages for the fallback, and the scorer resolved for a foreign store
+    (the default runs meve's MiniLM, with no shared pass)."""
     config = as_config(config)  # a bad config file is refused before the store is read
     ids, texts = store.documents()
     models = Models(store.embedder, scorer, store=True)
