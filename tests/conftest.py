@@ -102,6 +102,20 @@ def tiny_cross_encoder_heads(tmp_path_factory):
 
 
 @pytest.fixture()
+def bike_notes(tmp_path) -> Path:
+    """Twelve short, near-identical notes about bike care: enough chunks for calibration's pseudo-questions."""
+    notes = tmp_path / "notes.md"
+    notes.write_text(
+        "\n\n".join(
+            f"Note {i}. Chains last longer when they are cleaned and oiled every {100 * (i + 1)} kilometres. "
+            f"Tyre pressure {i} should be checked weekly. Brakes {i} need new pads after wet rides."
+            for i in range(12)
+        )
+    )
+    return notes
+
+
+@pytest.fixture()
 def chroma_dir(tmp_path):
     d = tmp_path / "chroma"
     yield str(d)

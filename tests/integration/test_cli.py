@@ -221,15 +221,8 @@ def test_read_only_commands_change_no_stored_data(tmp_path, capsys):
     assert _stored(db) == before
 
 
-def test_calibrate_writes_a_file_that_query_applies(tmp_path, capsys):
-    notes = tmp_path / "notes.md"
-    notes.write_text(
-        "\n\n".join(
-            f"Note {i}. Chains last longer when they are cleaned and oiled every {100 * (i + 1)} kilometres. "
-            f"Tyre pressure {i} should be checked weekly. Brakes {i} need new pads after wet rides."
-            for i in range(12)
-        )
-    )
+def test_calibrate_writes_a_file_that_query_applies(tmp_path, capsys, bike_notes):
+    notes = bike_notes
     db, cal = tmp_path / "db", tmp_path / "cal.json"
     assert main(["index", str(notes), "--db", str(db), "--chunk-tokens", "40"]) == 0
     before = _stored(db)

@@ -97,15 +97,8 @@ def test_tune_without_labels_is_calibrate_written_as_a_config(indexed, tmp_path,
     assert "calibration needs at least 10" in capsys.readouterr().err
 
 
-def test_tune_without_labels_writes_the_calibrated_config_and_a_report_that_states_the_measured_figures(tmp_path, capsys):
-    notes = tmp_path / "notes.md"
-    notes.write_text(
-        "\n\n".join(
-            f"Note {i}. Chains last longer when they are cleaned and oiled every {100 * (i + 1)} kilometres. "
-            f"Tyre pressure {i} should be checked weekly. Brakes {i} need new pads after wet rides."
-            for i in range(12)
-        )
-    )
+def test_tune_without_labels_writes_the_calibrated_config_and_a_report_that_states_the_measured_figures(tmp_path, capsys, bike_notes):
+    notes = bike_notes
     db, out = tmp_path / "db", tmp_path / "meve.json"
     assert main(["index", str(notes), "--db", str(db), "--chunk-tokens", "40"]) == 0
     assert main(["tune", "--db", str(db), "--no-labels", "--out", str(out)]) == 0
