@@ -35,6 +35,10 @@ the knob took BM25's weight away exactly where LoCoMo needs it. It left the libr
 after that run's test figures were seen (this third run: 18 settings); the second run's figures
 are in BENCHMARKS.md's history.
 
+A fourth run (same grid) tried a partner turn's worth scaled by min(1, anchor tokens / its own
+tokens); the shipped setting's mean dev margin fell (+0.018 to +0.010: LoCoMo and MemoryBank lost
+what LongMemEval gained), so the change was not kept (results in BENCHMARKS.md's history).
+
 Protocol, fixed before the run:
 1. On each dev split, at l_max 256, 512 and 1024: dense-fill, BM25-fill (stemmed or plain, whichever
    is better on that dev split at 512) and hybrid-fill (RRF), each filling the budget in its rank
