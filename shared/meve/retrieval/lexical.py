@@ -173,11 +173,14 @@ def _locked(root: Path, mode: int) -> Iterator[None]:
 
 
 def local_lexical(passages: Sequence[Passage]) -> LexicalSearch:
-    """Fallback source over a given candidate list: BM25 hits first, then the rest in input order (top-N)."""
-    bm25 = IncrementalBM25([p.text for p in passages])
+    """Fallback source over a given candidate list: BM25 hits first, then the rest in input order
+    (top-N). The index is built on the first search: most queries verify enough and never search."""
+    built: list[IncrementalBM25] = []
 
     def search(query: str, k: int) -> list[Passage]:
-        scores = bm25.get_scores(query)
+        if not built:
+            built.append(IncrementalBM25([p.text for p in passages]))
+        scores = built[0].get_scores(query)
         order = [i for i, _ in top_k(scores, len(passages))]
         order += [i for i in range(len(passages)) if i not in set(order)]
         return [passages[i].with_(bm25_score=float(scores[i])) for i in order[:k]]

@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 
 from meve.core.errors import ConfigError
-from meve.scoring.batching import default_batch_tokens, estimated_tokens, token_batches
+from meve.scoring.batching import default_batch_tokens
 from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PATH, Calibration
 from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder, default_embedder
 from meve.scoring.protocols import Scoring, SharedPass
+from meve.scoring.token_pass import forward
 from meve.scoring.token_store import TokenStore
-from meve.scoring.windows import frame, pieces, stitch, text_plan
+from meve.scoring.windows import pieces
 
 __all__ = ["LateInteractionScorer", "TokenVectorCache", "dequantize", "maxsim", "quantize", "text_key"]
 
@@ -155,25 +156,6 @@ def _sentence_transformer(embedder: Any) -> Any:
     return inner
 
 
-def _model_pass(model: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One forward pass of a SentenceTransformer over ``texts``: sentence vectors, token vectors,
-    input ids and the attention mask (padded). Called directly rather than through ``encode(...,
-    output_value=None)``, which breaks on some sentence-transformers releases (6.0.1 indexes a string)."""
-    import torch
-
-    prepare = getattr(model, "preprocess", None) or model.tokenize  # preprocess: sentence-transformers >= 6.1
-    features = prepare(texts)
-    features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
-    with torch.inference_mode():
-        out = model(features)
-    return (
-        out["sentence_embedding"].float().cpu().numpy(),
-        out["token_embeddings"].float().cpu().numpy(),
-        out["input_ids"].cpu().numpy(),
-        out["attention_mask"].cpu().numpy(),
-    )
-
-
 class LateInteractionScorer:
     """The default verifier (see the module docstring). ``embedder`` defaults to meve's MiniLM.
 
@@ -238,42 +220,11 @@ class LateInteractionScorer:
         return self
 
     def _forward(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Dense vectors and token vectors of ``texts``. A text longer than the model's window goes
-        through it in overlapping windows (:mod:`meve.scoring.windows`): one token vector per word
-        piece of the whole text; its dense vector is the first window's, as the embedder makes it."""
-        model = self._st.model
-        tokenizer = model.tokenizer
-        special = np.asarray(sorted(tokenizer.all_special_ids))
-        before, after = frame(tokenizer)
-        plans = [text_plan(tokenizer, t, model.max_seq_length - before - after) for t in texts]
-        jobs = [(i, w) for i, p in enumerate(plans) for w in range(len(p.texts))]
-        first = np.cumsum([0] + [len(p.texts) for p in plans])  # text i's windows are jobs[first[i]:first[i + 1]]
-        lengths = [before + after + p.spans[w][1] - p.spans[w][0] if p.spans else estimated_tokens(p.texts[w]) for p, w in ((plans[i], w) for i, w in jobs)]
-        # Length-sorted batches capped in padded tokens (meve.scoring.batching): a query's 20
-        # candidates in one batch pad to the longest, which costs a CPU 1.8x the time.
-        batches = token_batches(lengths, max_items=self._st.batch_size, max_tokens=default_batch_tokens(self._st.device))
-        vecs: list[Any] = [None] * len(texts)
-        bodies: list[Any] = [None] * len(jobs)
-        for rows in batches:
-            sent, tok, ids, mask = _model_pass(model, [plans[jobs[r][0]].texts[jobs[r][1]] for r in rows])
-            for j, r in enumerate(rows):
-                i, w = jobs[r]
-                if w == 0:
-                    vecs[i] = sent[j] / (np.linalg.norm(sent[j]) or 1.0)
-                valid = np.flatnonzero(mask[j])
-                body = valid[before : len(valid) - after]  # the text's own pieces, the frame left out
-                bodies[r] = (tok[j][body], ids[j][body])
-        tokens: list[np.ndarray] = []
-        for i, p in enumerate(plans):
-            mine = bodies[first[i] : first[i + 1]]
-            if p.pieces is None:
-                t, t_ids = mine[0]
-            else:
-                t, t_ids = stitch(p.spans, [b for b, _ in mine], len(p.pieces)), p.pieces.ids
-            t = t[~np.isin(t_ids, special)]
-            norms = np.linalg.norm(t, axis=1, keepdims=True)
-            tokens.append((t / np.where(norms == 0, 1.0, norms)).astype(np.float32))
-        return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1), tokens
+        """Dense vectors and token vectors of ``texts`` (:func:`meve.scoring.token_pass.forward`): a
+        text longer than the model's window is read in overlapping windows, each text is tokenized
+        once, and batches are length-sorted and capped in padded tokens on a CPU (a query's 20
+        candidates in one batch pad to the longest, which costs a CPU 1.8x the time)."""
+        return forward(self._st.model, texts, max_items=self._st.batch_size, max_tokens=default_batch_tokens(self._st.device))
 
     def embed_and_cache(self, texts: Sequence[str]) -> np.ndarray:
         """Dense embeddings of ``texts`` (as the shared embedder makes them), keeping their token vectors."""
