@@ -24,9 +24,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +122,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "stand_in_weights": args.stand_in is not None,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": os.environ.get("MEVE_COMMIT") or _commit(),
     }
     report["matmul_tflops"] = matmul(device)
     print(json.dumps(report), flush=True)
@@ -175,6 +180,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1))
     return report
+
+
+def _commit() -> str:
+    """The checkout's commit (a device machine gets a copy without git: MEVE_COMMIT names it)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
 
 
 def _timed(fn: Any) -> float:
