@@ -59,6 +59,7 @@ def main() -> None:
         help="comma-separated corpus sizes for the race (default 1000,10000,100000 with --full); "
         "rows of other sizes already in speed.json are kept, each with its own date",
     )
+    parser.add_argument("--long-variants", help="comma-separated context_long variants (default: all); others already saved are kept")
     parser.add_argument("--scale-sizes", help="comma-separated sizes for the scale run (default 10000,100000,1000000 with --full); other rows are kept")
     args = parser.parse_args()
     full = bool(args.full)
@@ -89,7 +90,13 @@ def main() -> None:
     if "context_long" in only:
         from benchmarks import context_long
 
-        save("context_long", context_long.run(data, dev_limit=200 if full else 40, test_limit=300 if full else 40))
+        # One variant at a time, each saved as it ends (a full run takes hours on two cores); variants
+        # already in context_long.json and not named again are kept, each with its own date.
+        kept = json.loads((RESULTS / "context_long.json").read_text()).get("variants", {}) if (RESULTS / "context_long.json").exists() else {}
+        for variant in args.long_variants.split(",") if args.long_variants else context_long.LONG_VARIANTS:
+            one = context_long.run(data, dev_limit=200 if full else 40, test_limit=300 if full else 40, variants=(variant,))
+            kept[variant] = {**one["variants"][variant], "elapsed_s": one["elapsed_s"], "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            save("context_long", {**one, "variants": kept, "elapsed_s": round(sum(v.get("elapsed_s", 0) for v in kept.values()), 1)})
     if "tune" in only:
         from benchmarks import tune
 
