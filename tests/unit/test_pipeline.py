@@ -1,5 +1,7 @@
 """MeVe over real Chroma with fake models (FakeEmbedder, FakeScorer; see tests/fakes.py)."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -67,10 +69,18 @@ def test_ablation_switches_and_overrides():
     assert m.config.t_max == 100  # the override did not leak into the instance
 
 
-def test_budget_smaller_than_every_passage_gives_empty_context_with_reason():
-    r = build().run("Eiffel Tower", t_max=3)
+def test_budget_smaller_than_every_passage_gives_empty_context_with_reason(caplog, monkeypatch):
+    import meve.core.logs
+
+    monkeypatch.setattr(meve.core.logs, "_warned", set())  # the warning is logged once per process
+    with caplog.at_level("WARNING", logger="meve"):
+        r = build().run("Eiffel Tower", t_max=3)
     assert r.documents == () and r.context == "" and r.token_count == 0
-    assert "exceeds t_max 3" in r.phase("budget").info["empty"]
+    why = r.phase("budget").info["empty"]
+    assert "exceeds t_max 3" in why and "prune='scorer'" in why
+    needs = re.search(r"the smallest needs (\d+) tokens", why)
+    assert needs is not None and int(needs.group(1)) > 3
+    assert any(why in rec.getMessage() for rec in caplog.records)
 
 
 @pytest.mark.parametrize("query", ["", "   ", None, 42, b"bytes"])

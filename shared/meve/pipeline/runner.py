@@ -17,6 +17,7 @@ import numpy as np
 
 from meve.core.config import MeVeConfig
 from meve.core.errors import ConfigError
+from meve.core.logs import warn_once
 from meve.core.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.core.text import sentence_spans
 from meve.core.tokens import TokenCounter, count_many, read_stamp, stamp_key
@@ -219,7 +220,13 @@ def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace) -> Step:
     info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": q.counter.name, "context_tokens": total}
     if not out.kept:
         if passages:
-            info["empty"] = f"every remaining passage alone exceeds t_max {cfg.t_max}"
+            # Chunks longer than the budget (LlamaIndex's default chunk is 1,024 tokens, t_max 512) leave the
+            # context empty on every query: said in the trace and logged once, never silently.
+            info["empty"] = (
+                f"every remaining passage alone exceeds t_max {cfg.t_max} (the smallest needs {min(counts)} tokens): raise t_max, "
+                "split the documents into smaller chunks, or set prune='scorer' to keep only each passage's relevant sentences"
+            )
+            warn_once("meve-budget-below-passages", f"meve: {info['empty']}")
         elif q.candidates:
             info["empty"] = "nothing relevant: no candidate passed the verifier and the fallback found no passage with lexical evidence it accepts"
         else:
