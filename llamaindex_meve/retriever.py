@@ -8,7 +8,7 @@ entry point: this module only converts types.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -31,6 +31,17 @@ def _all_nodes(index: Any) -> list[BaseNode]:
     return list(getter(None))
 
 
+def stored_vectors(index: Any, nodes: dict[str, BaseNode]) -> Callable[[Sequence[str]], list[tuple[str, Any] | None]] | None:
+    """How to read the vectors an index keeps under its node ids (the ``stored`` hook of
+    ``meve.integration.ForeignStore``): LlamaIndex's default ``SimpleVectorStore`` (in memory or
+    persisted) holds them in its embedding dict. None for any other store: meve then embeds each
+    hit again with the index's model, and logs it."""
+    kept = getattr(getattr(getattr(index, "vector_store", None), "data", None), "embedding_dict", None)
+    if not isinstance(kept, dict):
+        return None
+    return lambda ids: [(llm_text(nodes[i]), kept[i]) if i in nodes and i in kept else None for i in ids]
+
+
 def _window(pid: str, text: str, meta: dict[str, Any]) -> TextNode:
     return TextNode(text=text, id_=pid, metadata=meta, excluded_llm_metadata_keys=list(meta))
 
@@ -42,9 +53,11 @@ class MeVeRetriever(BaseRetriever):
     ``aretrieve`` runs in a worker thread so the loop is not blocked.
 
     ``embed_model``: the index's embedding model (default: the one the index was built with); it
-    embeds the query for the kNN and the candidates for the redundancy checks, so both live in the
-    index's vector space. ``config``: a MeVeConfig, a dict of its fields or the path of a JSON file of
-    them (``meve tune --out``). ``core=`` wraps a ready ``meve.MeVe`` instead (e.g. ``from_documents``)."""
+    embeds the query for the kNN, and the candidates for the redundancy checks where the index keeps
+    no vector meve can read (:func:`stored_vectors`: the default ``SimpleVectorStore``'s are read,
+    so a hit costs no model pass beside the verifier's), so both live in the index's vector space.
+    ``config``: a MeVeConfig, a dict of its fields or the path of a JSON file of them (``meve tune
+    --out``). ``core=`` wraps a ready ``meve.MeVe`` instead (e.g. ``from_documents``)."""
 
     def __init__(
         self,
@@ -91,6 +104,7 @@ class MeVeRetriever(BaseRetriever):
             embed_texts=model.get_text_embedding_batch,
             embed_query=model.get_query_embedding,
             rows=[(n.node_id, llm_text(n), dict(n.metadata)) for n in self._nodes.values()],
+            stored=stored_vectors(index, self._nodes),
         )
         extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
         self.core = meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra)
