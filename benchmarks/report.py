@@ -213,7 +213,10 @@ def context_long_facts(c: dict[str, Any]) -> dict[str, Any]:
             }
         )
     tried = max((r["settings_tried"] for r in c["variants"].values()), default=0)
-    return {"variants": variants, "shipped": knobs(c["shipped_default"]), "tried": tried, "c": c}
+    from benchmarks.harness.data import LONG_VARIANTS
+
+    missing = [v for v in LONG_VARIANTS if v not in c["variants"]]
+    return {"variants": variants, "shipped": knobs(c["shipped_default"]), "tried": tried, "c": c, "missing": missing}
 
 
 def calibrated_facts(c: dict[str, Any]) -> dict[str, Any]:
