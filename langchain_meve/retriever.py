@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -12,7 +12,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import ConfigDict, Field
 
 from meve import ConfigError, ContextResult, MeVe, PhaseRecord
-from meve.integration import CONFIG_FIELDS, ConfigLike, ForeignStore, config_from, meve_over, passage_metadata
+from meve.integration import CONFIG_FIELDS, ConfigLike, ForeignStore, StoredVectors, config_from, meve_over, passage_metadata
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
@@ -51,7 +51,7 @@ def _doc_id(doc: Document, fallback: int | str) -> str:
     return _given_id(doc) or str(fallback)
 
 
-def stored_vectors(vectorstore: Any) -> Callable[[Sequence[str]], list[tuple[str, Any] | None]] | None:
+def stored_vectors(vectorstore: Any) -> StoredVectors | None:
     """How to read the (text, vector) a LangChain store keeps under its ids (the ``stored`` hook of
     ``meve.integration.ForeignStore``), for the stores whose API gives them: InMemoryVectorStore
     (its ``store`` dict) and langchain-chroma's ``Chroma`` (``get(include=["embeddings"])``). None

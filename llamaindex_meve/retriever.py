@@ -8,7 +8,7 @@ entry point: this module only converts types.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -18,7 +18,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from llamaindex_meve.postprocessors import annotate, llm_text
 from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
-from meve.integration import ConfigLike, ForeignStore, meve_over, passage_metadata, user_metadata
+from meve.integration import ConfigLike, ForeignStore, StoredVectors, meve_over, passage_metadata, user_metadata
 
 
 def _all_nodes(index: Any) -> list[BaseNode]:
@@ -31,7 +31,7 @@ def _all_nodes(index: Any) -> list[BaseNode]:
     return list(getter(None))
 
 
-def stored_vectors(index: Any, nodes: dict[str, BaseNode]) -> Callable[[Sequence[str]], list[tuple[str, Any] | None]] | None:
+def stored_vectors(index: Any, nodes: dict[str, BaseNode]) -> StoredVectors | None:
     """How to read the vectors an index keeps under its node ids (the ``stored`` hook of
     ``meve.integration.ForeignStore``): LlamaIndex's default ``SimpleVectorStore`` (in memory or
     persisted) holds them in its embedding dict. None for any other store: meve then embeds each

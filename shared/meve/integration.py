@@ -26,7 +26,7 @@ from meve.core.records import ContextResult, Passage, check_query
 from meve.core.tokens import STAMP_PREFIX, get_token_counter
 from meve.memory.memory import MomentaryMemory
 from meve.pipeline.config_file import ConfigLike, as_config
-from meve.pipeline.foreign import ForeignStore
+from meve.pipeline.foreign import ForeignStore, StoredVectors
 from meve.pipeline.meve import MeVe
 from meve.pipeline.runner import PHASES, PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
@@ -42,6 +42,7 @@ __all__ = [
     "ForeignStore",
     "Message",
     "Models",
+    "StoredVectors",
     "as_config",
     "chat_context",
     "chat_role",

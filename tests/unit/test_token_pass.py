@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from meve.scoring import token_pass
-from meve.scoring.token_pass import forward, framing, text_pieces
+from meve.scoring.token_pass import forward, framing
+from meve.scoring.windows import text_pieces
 
 TEXTS = [
     "The Normans gave their name to Normandy, a region in France.",
@@ -76,4 +77,3 @@ def test_a_model_whose_features_hold_more_than_ids_keeps_its_own_preprocessing(m
     monkeypatch.setattr(model, name, with_positions)
     monkeypatch.delitem(token_pass._FRAMINGS, model, raising=False)
     assert framing(model) is None
-    monkeypatch.delitem(token_pass._FRAMINGS, model, raising=False)

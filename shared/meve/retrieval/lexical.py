@@ -182,7 +182,8 @@ def local_lexical(passages: Sequence[Passage]) -> LexicalSearch:
             built.append(IncrementalBM25([p.text for p in passages]))
         scores = built[0].get_scores(query)
         order = [i for i, _ in top_k(scores, len(passages))]
-        order += [i for i in range(len(passages)) if i not in set(order)]
+        ranked = set(order)
+        order += [i for i in range(len(passages)) if i not in ranked]
         return [passages[i].with_(bm25_score=float(scores[i])) for i in order[:k]]
 
     return search

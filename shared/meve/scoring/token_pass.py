@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from meve.scoring.batching import token_batches
-from meve.scoring.windows import Pieces, frame, overlap_for, plan, stitch
+from meve.scoring.windows import Pieces, frame, overlap_for, plan, stitch, text_pieces
 
-__all__ = ["Framing", "forward", "framing", "model_pass", "text_pieces"]
+__all__ = ["Framing", "forward", "framing", "model_pass"]
 
 _IDS, _MASK, _TYPES = "input_ids", "attention_mask", "token_type_ids"
 
@@ -64,14 +64,6 @@ def framing(model: Any) -> Framing | None:
     out = Framing(tuple(framed[:before]), tuple(framed[len(framed) - after :]), int(tokenizer.pad_token_id), _TYPES in tensors, extra) if ok else None
     _FRAMINGS[model] = out
     return out
-
-
-def text_pieces(tokenizer: Any, texts: Sequence[str]) -> list[Pieces]:
-    """Each text's word pieces (no special tokens, no truncation), in one tokenizer call."""
-    if not texts:
-        return []
-    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
-    return [Pieces(ids, offsets) for ids, offsets in zip(enc[_IDS], enc["offset_mapping"], strict=True)]
 
 
 def _run(model: Any, features: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -12,11 +12,11 @@ the passage around it as one window allows. Cost: one model pass per window, abo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Pieces", "TextPlan", "fits", "frame", "overlap_for", "owners", "pieces", "plan", "stitch", "text_plan", "text_windows"]
+__all__ = ["Pieces", "fits", "frame", "overlap_for", "owners", "pieces", "plan", "stitch", "text_pieces", "text_windows"]
 
 
 def overlap_for(size: int) -> int:
@@ -98,11 +98,19 @@ class Pieces:
         return int(self.offsets[s, 0]), int(self.offsets[e - 1, 1])
 
 
+def text_pieces(tokenizer: Any, texts: Sequence[str]) -> list[Pieces]:
+    """Each text's word pieces under ``tokenizer`` (a fast Hugging Face tokenizer), no special
+    tokens added and none dropped, no truncation (what a model of unlimited length would read),
+    in one tokenizer call."""
+    if not texts:
+        return []
+    enc = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    return [Pieces(ids, offsets) for ids, offsets in zip(enc["input_ids"], enc["offset_mapping"], strict=True)]
+
+
 def pieces(tokenizer: Any, text: str) -> Pieces:
-    """``text``'s word pieces under ``tokenizer`` (a fast Hugging Face tokenizer), no special
-    tokens added and none dropped, no truncation: what a model of unlimited length would read."""
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
-    return Pieces(enc["input_ids"], enc["offset_mapping"])
+    """One text's :func:`text_pieces`."""
+    return text_pieces(tokenizer, [text])[0]
 
 
 def fits(text: str, size: int) -> bool:
@@ -128,26 +136,3 @@ def frame(tokenizer: Any) -> tuple[int, int]:
     framed = list(tokenizer("a")["input_ids"])
     before = next(i for i in range(len(framed)) if framed[i : i + len(bare)] == bare)
     return before, len(framed) - before - len(bare)
-
-
-class TextPlan(NamedTuple):
-    """How one text goes through a model: its window texts and, for more than one window, their
-    piece ranges over the pieces of the stripped text."""
-
-    texts: list[str]
-    spans: list[tuple[int, int]]
-    pieces: Pieces | None
-
-
-def text_plan(tokenizer: Any, text: str, size: int) -> TextPlan:
-    """``text`` (read stripped, as sentence-transformers reads it) as windows of ``size`` pieces.
-    The first window is the text itself: the model truncates it to the first ``size`` pieces, so
-    its sentence vector is exactly the one a truncating embedder makes."""
-    stripped = text.strip()
-    if fits(stripped, size):
-        return TextPlan([text], [], None)
-    p = pieces(tokenizer, stripped)
-    if len(p) <= size:
-        return TextPlan([text], [], None)
-    spans = plan(p.starts, size, overlap_for(size))
-    return TextPlan([text] + [stripped[slice(*p.span(s, e))] for s, e in spans[1:]], spans, p)
