@@ -38,10 +38,12 @@ SECTIONS = (
     "bm25",
     "race",
     "scale",
+    "onnx",
 )
 # Run only when named in --only: the context protocol again on three long-chunk variants (hours with --full);
-# `meve tune` measured on each context set (issue 50: 50 dev questions each, reported on the test split).
-OPT_IN = ("context_long", "tune")
+# `meve tune` measured on each context set (issue 50: 50 dev questions each, reported on the test split);
+# the ONNX Runtime probe (issue 49: exports MiniLM to a temporary folder).
+OPT_IN = ("context_long", "tune", "onnx")
 
 
 def main() -> None:
@@ -101,6 +103,10 @@ def main() -> None:
         from benchmarks import tune
 
         save("tune", {**tune.run(data, dev_limit=50, test_limit=300 if full else 40), "memory": tune.run_memory(data, test_limit=None if full else 40)})
+    if "onnx" in only:
+        from benchmarks import onnx_probe
+
+        save("onnx", onnx_probe.run(data))
     if "memory_lodo" in only:
         from benchmarks import memory_lodo
 
