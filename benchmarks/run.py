@@ -39,11 +39,13 @@ SECTIONS = (
     "race",
     "scale",
     "onnx",
+    "tune_memory",
 )
 # Run only when named in --only: the context protocol again on three long-chunk variants (hours with --full);
 # `meve tune` measured on each context set (issue 50: 50 dev questions each, reported on the test split);
-# the ONNX Runtime probe (issue 49: exports MiniLM to a temporary folder).
-OPT_IN = ("context_long", "tune", "onnx")
+# the ONNX Runtime probe (issue 49: exports MiniLM to a temporary folder); tune's memory half alone (kept beside
+# the context half already in tune.json, with its own command and date).
+OPT_IN = ("context_long", "tune", "onnx", "tune_memory")
 
 
 def main() -> None:
@@ -103,6 +105,14 @@ def main() -> None:
         from benchmarks import tune
 
         save("tune", {**tune.run(data, dev_limit=50, test_limit=300 if full else 40), "memory": tune.run_memory(data, test_limit=None if full else 40)})
+    if "tune_memory" in only and "tune" not in only:
+        from benchmarks import tune
+
+        kept = json.loads((RESULTS / "tune.json").read_text())
+        memory = tune.run_memory(data, test_limit=None if full else 40)
+        memory["command"], memory["date"] = command, datetime.now(timezone.utc).isoformat(timespec="seconds")
+        (RESULTS / "tune.json").write_text(json.dumps({**kept, "memory": memory}, indent=2, default=str))
+        print("wrote benchmarks/results/tune.json (memory half)", flush=True)
     if "onnx" in only:
         from benchmarks import onnx_probe
 

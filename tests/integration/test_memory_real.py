@@ -81,7 +81,7 @@ def test_memory_cli(tmp_path, minilm, capsys):
     # top_k 1 recalls the bike turn; the reply after it comes in as its partner turn, worth half its anchor (the default).
     assert [t["text"] for t in out["turns"]] == ["My bike is a green Brompton.", "The weather is nice.", "What colour is my bike?"]
     reasons = [tr["reason"] for tr in out["trace"] if tr["included"]][1:]
-    assert reasons == ["relevance rank 1 (score 1.000) of top_k 1", "partner turn of relevance rank 1 (worth 0.5 x 1.000 = 0.500)"]
+    assert reasons == ["relevance rank 1 (score 1.000) of top_k 1", "partner turn of relevance rank 1 (worth 0.5 x 1.000 + 0.5 x its own 0.000 = 0.500)"]
     # By default a standalone query lets the latest turn compete: with top_k 1 it is the one most
     # like the query, and its partner (the reply before it) comes with it.
     assert main(["memory", "reconstruct", "bike colour", "--db", db, "--session", "s", "--top-k", "1", "--json"]) == 0

@@ -78,6 +78,23 @@ def test_a_partner_turn_takes_budget_only_from_turns_scored_below_its_worth():
     assert list(off.picked) == [4, 0, 2]
 
 
+def test_a_partner_the_query_also_matches_is_lifted_toward_its_anchor():
+    snap = snapshot(CHAT)
+    l_max = max(fits(snap, [0, 1, 4]), fits(snap, [0, 2, 4])) + 3
+    assert l_max < fits(snap, [0, 1, 2, 4])
+    # The reply (1) scores 0.4 of its own, the rank-2 turn 0.6: half the anchor's worth alone (0.5)
+    # would rank the reply below turn 2; its own match lifts it to 0.5 x 1.0 + 0.5 x 0.4 = 0.7.
+    scores = {0: 1.0, 1: 0.4, 2: 0.6}
+    sel = select(snap, [0, 2, 1], scores, l_max=l_max, dates=False, partner_weight=0.5)
+    assert [t.id for t in sel.turns] == ["t0", "t1", "t4"]
+    included, reason, _ = sel.reasons[1]
+    assert included and reason == "partner turn of relevance rank 1 (worth 0.5 x 1.000 + 0.5 x its own 0.400 = 0.700)"
+    assert not sel.reasons[2][0]
+    # A reply the query does not match keeps half its anchor's worth, below turn 2.
+    bare = select(snap, [0, 2], {0: 1.0, 2: 0.6}, l_max=l_max, dates=False, partner_weight=0.5)
+    assert [t.id for t in bare.turns] == ["t0", "t2", "t4"]
+
+
 def test_a_query_that_does_not_ask_about_time_gets_no_dates():
     assert decide_dates("auto", "What should I feed Rex?") == (False, "the query does not ask about time")
     dated, why = decide_dates("auto", "When did Rex chew my shoes?")

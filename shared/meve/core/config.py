@@ -301,9 +301,10 @@ class MemoryConfig:
         stemming: BM25 over English Snowball stems (PyStemmer) instead of plain words.
         partner_turns: a turn recalled by relevance brings its partner (the adjacent turn by the
             other role: the reply, or the question) in as a candidate of its own.
-        partner_weight: what a partner turn is worth, as a share of its anchor's score (its own
-            score if higher): it takes budget only from turns the query scores lower. 1.0 puts
-            it right after its anchor, 0.0 never brings it in for its anchor.
+        partner_weight: how much of a partner turn's worth comes from its anchor:
+            ``partner_weight`` x the anchor's score + (1 - ``partner_weight``) x its own (its own
+            alone if higher); it takes budget only from turns worth less. 1.0 puts it right
+            after its anchor, 0.0 leaves it its own score.
         dates: every rendered line carries its turn's date (``[2023-05-08] user: ...``, counted in
             ``l_max``), so a model can answer "when" questions about recalled turns; "auto" dates
             the lines only for a query that asks about time (:func:`asks_about_time`), so other

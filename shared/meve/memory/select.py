@@ -125,29 +125,33 @@ def _pinned(fill: _Fill, pinned: Sequence[int]) -> None:
 def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int | None], scores: Mapping[int, float]) -> None:
     """Turns by relevance, with partner turns competing as candidates of their own.
 
-    A partner turn (the reply, or the question it answers) is worth ``partner_weight`` x its
-    anchor's score, or its own score if higher: it enters where that worth ranks, so it takes the
-    budget only from turns the query scores lower, never by forced adjacency. Scores are the fused
-    scores scaled to the best one; ties keep relevance order, then the anchor before its partner."""
+    A partner turn (the reply, or the question it answers) is worth its own score lifted toward its
+    anchor's: ``partner_weight`` x the anchor's + (1 - ``partner_weight``) x its own, or its own
+    alone if higher. So a reply the query also matches comes in right after its anchor, and one it
+    does not match needs a strong anchor; either way it enters where that worth ranks, taking the
+    budget only from turns worth less, never by forced adjacency. Scores are the fused scores
+    scaled to the best one; ties keep relevance order, then the anchor before its partner."""
     snap, cfg = fill.snap, fill.cfg
     top = max((scores.get(i, 0.0) for i in chosen), default=0.0) or 1.0
-    # position -> (worth, relevance rank, is a partner): ties go by rank, an anchor before its partner.
-    cands: dict[int, tuple[float, int, bool]] = {}
+    w = cfg.partner_weight
+    # position -> (worth, relevance rank, is a partner, anchor's score): ties go by rank, an anchor before its partner.
+    cands: dict[int, tuple[float, int, bool, float]] = {}
     for rank_, i in enumerate(chosen, start=1):
         own = scores.get(i, 0.0) / top
         if i not in cands or cands[i][0] < own:
-            cands[i] = (own, rank_, False)
+            cands[i] = (own, rank_, False, own)
         j = partner(i) if cfg.partner_turns else None
         if j is None or j >= snap.n:
             continue
-        worth = cfg.partner_weight * own
+        worth = w * own + (1.0 - w) * scores.get(j, 0.0) / top
         if worth > 0 and (j not in cands or cands[j][0] < worth):
-            cands[j] = (worth, rank_, True)
+            cands[j] = (worth, rank_, True, own)
 
     def why(i: int) -> str:
-        worth, rank_, paired = cands[i]
+        worth, rank_, paired, anchor = cands[i]
         if paired:
-            return f"partner turn of relevance rank {rank_} (worth {cfg.partner_weight} x {worth / cfg.partner_weight:.3f} = {worth:.3f})"
+            mine = scores.get(i, 0.0) / top
+            return f"partner turn of relevance rank {rank_} (worth {w} x {anchor:.3f} + {1.0 - w:g} x its own {mine:.3f} = {worth:.3f})"
         return f"relevance rank {rank_} (score {worth:.3f})" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")
 
     order = sorted(cands, key=lambda i: (-cands[i][0], cands[i][1], cands[i][2]))
