@@ -648,3 +648,22 @@ def test_a_failed_edit_leaves_the_stored_turn_as_it_was(monkeypatch):
     for handle in (m, reopened):
         assert [t.text for t in handle.turns()] == ["the old text about otters", "another turn"]
         assert "otters" in handle.reconstruct("otters", weights={"bm25": 1.0, "dense": 0.0}).text
+
+
+def test_the_context_says_whose_turns_a_query_asks_about():
+    m = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False)
+    m.add("My favourite colour is teal.", "user")
+    m.add("Teal is a lovely favourite colour.", "assistant")
+    m.add("Unrelated remark about trains.", "user")
+    ctx = m.reconstruct("What is my favourite colour?", l_max=1000)
+    assert ctx.role_reason.startswith("the query asks about the user's own turns (first person: 'my')")
+    assert ctx.to_dict()["role_reason"] == ctx.role_reason
+    # The assistant's reply counts half: its fused score is half what the same reply scores without the cue.
+    reply = next(tr for tr in ctx.trace if tr.seq == 1)
+    off = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False, role_cue=False)
+    off.add_many([{"text": t.text, "role": t.role} for t in m.turns()])
+    plain = off.reconstruct("What is my favourite colour?", l_max=1000)
+    assert plain.role_reason == "role_cue=False"
+    assert reply.fused == pytest.approx(0.5 * next(tr for tr in plain.trace if tr.seq == 1).fused)
+    with pytest.raises(ConfigError, match="role_cue"):
+        MemoryConfig(role_cue="yes")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from meve import MemoryConfig, get_token_counter
+from meve.memory.decide import ROLE_DISCOUNT, decide_role
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import decide_dates, select_turns
+from meve.memory.select import decide_dates, rank, select_turns, weigh_roles
 
 COUNTER = get_token_counter()
 DAY0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -116,3 +117,31 @@ def test_a_dated_context_shows_each_date_once_per_day_and_the_budget_counts_that
     assert sel.tokens == COUNTER.count(text) <= 1000
     # Dating every line would cost more: the saving is what other turns can use.
     assert COUNTER.count("\n".join(render_turn(t, dates=True) for t in sel.turns)) > sel.tokens
+
+
+def test_a_query_in_one_person_asks_about_that_sides_turns():
+    role, why = decide_role(True, "How many days a week do I attend fitness classes?")
+    assert role == "user" and "'I'" in why
+    role, why = decide_role(True, "Which restaurant did you recommend for Friday?")
+    assert role == "assistant" and "'you'" in why
+    # Both persons, neither, or the cue off: no side is favoured.
+    assert decide_role(True, "What advice did you give me about painting?")[0] is None
+    assert decide_role(True, "When did Caroline go to the support group?")[0] is None
+    assert decide_role(False, "What do I feed Rex?") == (None, "role_cue=False")
+    # Words that only contain a pronoun's letters are not one.
+    assert decide_role(True, "Is the youth club near the Imax?")[0] is None
+    assert decide_role(True, "I'm sure the youth club opens at nine, right?")[0] == "user"
+
+
+def test_a_first_person_query_lets_the_users_turn_in_before_an_equally_relevant_reply():
+    snap = snapshot(CHAT)
+    l_max = max(fits(snap, [0, 4]), fits(snap, [1, 4])) + 2
+    assert l_max < fits(snap, [0, 1, 4])
+    fused = {0: 0.9, 1: 1.0}  # the reply (1) scores a little higher than the user's own turn (0)
+    plain = select(snap, rank(fused, snap.keys), fused, l_max=l_max, dates=False, partner_turns=False)
+    assert [t.id for t in plain.turns] == ["t1", "t4"]
+    weighed = weigh_roles(fused, snap.turns, "user")
+    assert weighed == {0: 0.9, 1: 1.0 * ROLE_DISCOUNT}
+    cued = select(snap, rank(weighed, snap.keys), weighed, l_max=l_max, dates=False, partner_turns=False)
+    assert [t.id for t in cued.turns] == ["t0", "t4"]
+    assert weigh_roles(fused, snap.turns, None) == fused

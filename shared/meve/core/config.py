@@ -313,6 +313,11 @@ class MemoryConfig:
             paper); "auto" keeps them only for a query that reads as a follow-up to them
             (:func:`meve.memory.decide.follow_up_words`: "why?", "is it cheaper?"), and otherwise
             lets them compete by relevance like any past turn; False never forces them in.
+        role_cue: a query in the first person alone ("what do I ...", "my ...") asks about the
+            user's own turns, one in the second person alone ("what did you ...") about the
+            assistant's: the other roles' fused scores count half for that query
+            (:func:`meve.memory.decide.decide_role`). A query in both persons, or neither, is
+            left alone. False: never.
     """
 
     top_k: int | None = None
@@ -328,6 +333,7 @@ class MemoryConfig:
     partner_weight: float = 0.5
     dates: bool | Literal["auto"] = "auto"
     keep_recent: bool | Literal["auto"] = "auto"
+    role_cue: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -340,7 +346,7 @@ class MemoryConfig:
         _int("max_turn_chars", self.max_turn_chars, 1)
         _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
         _float("partner_weight", self.partner_weight, 0.0, 1.0)
-        for flag in ("stemming", "partner_turns"):
+        for flag in ("stemming", "partner_turns", "role_cue"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
         if not isinstance(self.dates, bool) and self.dates != "auto":

@@ -11,11 +11,11 @@ import numpy as np
 
 from meve.core.config import MemoryConfig
 from meve.core.tokens import TokenCounter, count_many
-from meve.memory.decide import decide_dates, decide_recent
+from meve.memory.decide import decide_dates, decide_recent, decide_role
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import Selection, fuse, rank, select_turns, signal_weights
+from meve.memory.select import Selection, fuse, rank, select_turns, signal_weights, weigh_roles
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
@@ -73,7 +73,8 @@ class Replay:
         recent = list(range(n - min(cfg.recent_turns, n), n)) if decide_recent(cfg.keep_recent, query)[0] else []
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent))
         weights = signal_weights(cfg.weights, (self.embedder,))
-        fused = fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k)
+        role = decide_role(cfg.role_cue, query)[0]
+        fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, role)
         sel = select_turns(self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner, scores=fused)
         return sel, render(sel.turns, dates=bool(cfg.dates))
 

@@ -8,7 +8,7 @@ import re
 
 from meve.core.config import time_words
 
-__all__ = ["decide_dates", "decide_recent", "follow_up_words"]
+__all__ = ["ROLE_DISCOUNT", "decide_dates", "decide_recent", "decide_role", "follow_up_words"]
 
 # A query that leans on the turn before it: a pronoun or demonstrative standing for something said
 # there, or an opening that continues it. Longer queries carry their own subject (a standalone
@@ -48,3 +48,25 @@ def decide_dates(dates: bool | str, query: str) -> tuple[bool, str]:
         return dates, f"dates={dates}"
     words = time_words(query)
     return (True, f"the query asks about time ({words!r})") if words else (False, "the query does not ask about time")
+
+
+# A query's grammatical person names whose turns it asks about. Contractions are matched whole.
+_FIRST = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.IGNORECASE)
+_SECOND = re.compile(r"\b(?:you|you're|you've|you'd|you'll|your|yours|yourself)\b", re.IGNORECASE)
+#: What the fused score of a turn by another role than the one a query asks about is multiplied
+#: by (the one value tried: BENCHMARKS.md, "Chat memory", sixth run).
+ROLE_DISCOUNT = 0.5
+
+
+def decide_role(cue: bool, query: str) -> tuple[str | None, str]:
+    """Whose turns ``query`` asks about, and why: "user" for a query in the first person alone
+    ("how often do I ...", "my sister"), "assistant" for one in the second person alone ("what
+    did you recommend"), None for both ("what did you tell me"), neither, or ``cue=False``."""
+    if not cue:
+        return None, "role_cue=False"
+    first, second = _FIRST.search(query), _SECOND.search(query)
+    if first and not second:
+        return "user", f"the query asks about the user's own turns (first person: {first.group(0)!r}); other roles count {ROLE_DISCOUNT}"
+    if second and not first:
+        return "assistant", f"the query asks about the assistant's turns (second person: {second.group(0)!r}); other roles count {ROLE_DISCOUNT}"
+    return None, "the query names no one side (" + ("both persons" if first else "neither person") + "): every role counts alike"

@@ -28,10 +28,10 @@ from meve.core.errors import InputError, StoreError
 from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
-from meve.memory.decide import decide_dates, decide_recent
+from meve.memory.decide import decide_dates, decide_recent, decide_role
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import MemoryContext, Turn, check_roles
-from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces
+from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces, weigh_roles
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
@@ -331,6 +331,7 @@ class MomentaryMemory:
         query = check_query(query)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
         (dated, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query)
+        role, role_reason = decide_role(cfg.role_cue, query)
         cfg = cfg.replace(dates=dated)
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
@@ -344,7 +345,7 @@ class MomentaryMemory:
             scores = bm25_all.get_scores(query)[: snap.n] if snap.n > n_recent and cap > 0 else np.zeros(0)
         first = set(recent) | set(pinned)
         bm25, dense = self._signals(query, snap, scores, first, pool, n_recent) if snap.n > n_recent and cap > 0 else ({}, {e.name: {} for e in self.embedders})
-        fused = fuse({"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k)
+        fused = weigh_roles(fuse({"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, role)
         ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
         sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=self._partner(snap, skip_roles), scores=fused)
         return MemoryContext(
@@ -356,6 +357,7 @@ class MomentaryMemory:
             dates=cfg.dates is True,
             dates_reason=dates_reason,
             recent_reason=recent_reason,
+            role_reason=role_reason,
             ms=(time.perf_counter() - t0) * 1000.0,
             build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
         )

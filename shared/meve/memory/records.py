@@ -81,6 +81,8 @@ class MemoryContext:
     dates_reason: str = ""
     #: Why the most recent turns were kept first, or left to compete (``keep_recent="auto"``).
     recent_reason: str = ""
+    #: Whose turns the query asks about, if it names one side (``role_cue``), and why.
+    role_reason: str = ""
     build_trace: Callable[[], tuple[TurnTrace, ...]] = field(default=tuple, repr=False, compare=False)
 
     @functools.cached_property

@@ -15,13 +15,13 @@ from meve.core.budget import Ledger, shrink_to_fit
 from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import ConfigError
 from meve.core.tokens import TokenCounter
-from meve.memory.decide import decide_dates
+from meve.memory.decide import ROLE_DISCOUNT, decide_dates
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn, TurnTrace
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
 from meve.retrieval.fusion import rrf, weighted_sum
 
-__all__ = ["Selection", "decide_dates", "fuse", "rank", "select_turns", "signal_weights", "turn_traces"]
+__all__ = ["Selection", "decide_dates", "fuse", "rank", "select_turns", "signal_weights", "turn_traces", "weigh_roles"]
 
 
 def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> dict[str, float]:
@@ -43,6 +43,14 @@ def fuse(signals: Mapping[str, Mapping[int, float]], weights: Mapping[str, float
         return weighted_sum(signals, weights)
     rankings = {name: sorted(s, key=lambda i, s=s: (-s[i], i)) for name, s in signals.items()}  # type: ignore[misc]
     return rrf(rankings, weights, k=rrf_k)
+
+
+def weigh_roles(fused: Mapping[int, float], turns: Sequence[Turn], role: str | None) -> dict[int, float]:
+    """The fused scores with every turn by another role than ``role`` (the one the query asks
+    about, :func:`meve.memory.decide.decide_role`) counting :data:`ROLE_DISCOUNT`; unchanged for None."""
+    if role is None:
+        return dict(fused)
+    return {i: v if turns[i].role == role else v * ROLE_DISCOUNT for i, v in fused.items()}
 
 
 def rank(fused: Mapping[int, float], keys: Sequence[tuple[float, str]]) -> list[int]:
