@@ -20,14 +20,20 @@ test question was read.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.conversations import MEMORY_SETS
-from benchmarks.harness.splits import write_fitted
+from benchmarks.harness.splits import detector_cli
 from benchmarks.memory_lodo import _conversations
 from meve.memory.decide import decide_role
+
+# The fitted record: its name, the knob it describes, and the command that writes it.
+RECORD = (
+    "role_cue",
+    "meve.memory.decide.decide_role (role_cue=True, ROLE_DISCOUNT 0.5), shaped and kept on dev questions",
+    "python -m benchmarks.role_detector",
+)
 
 
 def measure(data: Path) -> tuple[dict[str, Any], list[str]]:
@@ -58,18 +64,7 @@ def measure(data: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("../shared/data"))
-    args = ap.parse_args(argv)
-    stats, items = measure(args.data)
-    print(stats)
-    write_fitted(
-        "role_cue",
-        "meve.memory.decide.decide_role (role_cue=True, ROLE_DISCOUNT 0.5), shaped and kept on dev questions",
-        items,
-        "python -m benchmarks.role_detector",
-        stats,
-    )
+    detector_cli(argv, __doc__ or "", measure, RECORD)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,15 @@ question was read.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.conversations import locomo, memorybank
-from benchmarks.harness.splits import write_fitted
+from benchmarks.harness.splits import detector_cli
 from meve.core.config import asks_about_time
+
+# The fitted record: its name, the knob it describes, and the command that writes it.
+RECORD = ("time_detector", "meve.core.config.asks_about_time (dates='auto'), narrowed on labelled dev questions", "python -m benchmarks.time_detector")
 
 
 def measure(data: Path) -> tuple[dict[str, Any], list[str]]:
@@ -35,18 +37,7 @@ def measure(data: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("../shared/data"))
-    args = ap.parse_args(argv)
-    stats, items = measure(args.data)
-    print(stats)
-    write_fitted(
-        "time_detector",
-        "meve.core.config.asks_about_time (dates='auto'), narrowed on labelled dev questions",
-        items,
-        "python -m benchmarks.time_detector",
-        stats,
-    )
+    detector_cli(argv, __doc__ or "", measure, RECORD)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,13 @@ of them is a test item.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "DATASETS",
@@ -39,6 +41,7 @@ __all__ = [
     "REALTALK_CHATS",
     "Fitted",
     "check_fitted",
+    "detector_cli",
     "item_id",
     "load_fitted",
     "parity",
@@ -150,6 +153,17 @@ def write_fitted(name: str, knob: str, items: Sequence[str], command: str, value
     path = folder / f"{name}.json"
     path.write_text(json.dumps({"knob": knob, "command": command, "value": value, "items": sorted(set(items))}, indent=1) + "\n")
     return path
+
+
+def detector_cli(argv: list[str] | None, doc: str, measure: Callable[[Path], tuple[dict[str, Any], list[str]]], record: tuple[str, str, str]) -> None:
+    """A detector's command line: measure on dev questions (``--data``), print, and record the items it
+    saw under ``record`` (name, knob, command)."""
+    name, knob, command = record
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("../shared/data"))
+    stats, items = measure(ap.parse_args(argv).data)
+    print(stats)
+    write_fitted(name, knob, items, command, stats)
 
 
 def check_fitted(records: Iterable[Fitted], split: Callable[[str], str]) -> list[str]:
