@@ -125,7 +125,7 @@ METRICS = ("answerable", "all_evidence")
 DATED = re.compile(r"^\[\d{4}-\d\d-\d\d\] ")  # a context rendered with dates starts with one
 
 
-def _conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
+def conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
     return {
         "locomo": locomo(data),
         "selqa_chat": selqa_chat(),
@@ -206,7 +206,7 @@ def _real(convs: list[Conversation], setting: dict[str, Any], l_max: int) -> dic
 def run(data: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     emb, counter = embedder(), get_token_counter()
-    sets = _conversations(data)
+    sets = conversations(data)
     replays = {n: {s: [Replay(c, counter, emb.encode, emb.name) for c in convs] for s, convs in d.items()} for n, d in sets.items()}
     qvecs = {n: {s: [emb.encode([q.text for q in rp.conv.questions]) for rp in rps] for s, rps in d.items()} for n, d in replays.items()}
     emb.save()

@@ -25,7 +25,7 @@ from typing import Any
 
 from benchmarks.harness.conversations import MEMORY_SETS
 from benchmarks.harness.splits import detector_cli
-from benchmarks.memory_lodo import _conversations
+from benchmarks.memory_lodo import conversations
 from meve.memory.decide import decide_role
 
 # The fitted record: its name, the knob it describes, and the command that writes it.
@@ -40,7 +40,7 @@ def measure(data: Path) -> tuple[dict[str, Any], list[str]]:
     """Per set: how often the cue fires on dev questions, and how often it spares their evidence."""
     items: list[str] = []
     stats: dict[str, Any] = {}
-    sets = _conversations(data)
+    sets = conversations(data)
     for name in MEMORY_SETS:
         flagged = spared = 0
         total = 0

@@ -1,6 +1,6 @@
 """Per-query decisions of a rebuild, as pure functions: whether the lines are dated, whether the
-most recent turns are kept before anything else, and whose turns the query asks about. Each returns what the context's trace says about
-it, so every decision is explained where it is read."""
+most recent turns are kept before anything else, and whose turns the query asks about. Each returns
+what the context's trace says about it, so every decision is explained where it is read."""
 
 from __future__ import annotations
 

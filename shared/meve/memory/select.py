@@ -45,11 +45,12 @@ def fuse(signals: Mapping[str, Mapping[int, float]], weights: Mapping[str, float
     return rrf(rankings, weights, k=rrf_k)
 
 
-def weigh_roles(fused: Mapping[int, float], turns: Sequence[Turn], role: str | None) -> dict[int, float]:
+def weigh_roles(fused: Mapping[int, float], turns: Sequence[Turn], role: str | None) -> Mapping[int, float]:
     """The fused scores with every turn by another role than ``role`` (the one the query asks
-    about, :func:`meve.memory.decide.decide_role`) counting :data:`ROLE_DISCOUNT`; unchanged for None."""
+    about, :func:`meve.memory.decide.decide_role`) counting :data:`ROLE_DISCOUNT`; ``fused`` itself
+    for None (most queries: no copy)."""
     if role is None:
-        return dict(fused)
+        return fused
     return {i: v if turns[i].role == role else v * ROLE_DISCOUNT for i, v in fused.items()}
 
 
@@ -142,23 +143,24 @@ def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int |
     snap, cfg = fill.snap, fill.cfg
     top = max((scores.get(i, 0.0) for i in chosen), default=0.0) or 1.0
     w = cfg.partner_weight
-    # position -> (worth, relevance rank, is a partner, anchor's score): ties go by rank, an anchor before its partner.
-    cands: dict[int, tuple[float, int, bool, float]] = {}
+    # position -> (worth, relevance rank, is a partner; a partner's rank is its anchor's, chosen[rank - 1]):
+    # ties go by rank, an anchor before its partner.
+    cands: dict[int, tuple[float, int, bool]] = {}
     for rank_, i in enumerate(chosen, start=1):
         own = scores.get(i, 0.0) / top
         if i not in cands or cands[i][0] < own:
-            cands[i] = (own, rank_, False, own)
+            cands[i] = (own, rank_, False)
         j = partner(i) if cfg.partner_turns else None
         if j is None or j >= snap.n:
             continue
         worth = w * own + (1.0 - w) * scores.get(j, 0.0) / top
         if worth > 0 and (j not in cands or cands[j][0] < worth):
-            cands[j] = (worth, rank_, True, own)
+            cands[j] = (worth, rank_, True)
 
     def why(i: int) -> str:
-        worth, rank_, paired, anchor = cands[i]
+        worth, rank_, paired = cands[i]
         if paired:
-            mine = scores.get(i, 0.0) / top
+            anchor, mine = scores.get(chosen[rank_ - 1], 0.0) / top, scores.get(i, 0.0) / top
             return f"partner turn of relevance rank {rank_} (worth {w} x {anchor:.3f} + {1.0 - w:g} x its own {mine:.3f} = {worth:.3f})"
         return f"relevance rank {rank_} (score {worth:.3f})" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")
 
