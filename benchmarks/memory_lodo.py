@@ -135,7 +135,7 @@ def conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
     }
 
 
-def _score(replays: list[Replay], qvecs: list[np.ndarray], run: Any, per_question: dict[str, list[float]] | None = None) -> dict[str, Any]:
+def score(replays: list[Replay], qvecs: list[np.ndarray], run: Any, per_question: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """Mean metrics over every question, and the answerable and all-evidence means per question type;
     ``per_question`` collects each question's answerable and all-evidence scores (for intervals)."""
     counter = get_token_counter()
@@ -168,31 +168,31 @@ def _score(replays: list[Replay], qvecs: list[np.ndarray], run: Any, per_questio
     }
 
 
-def _setting(s: dict[str, Any], l_max: int) -> Any:
+def setting(s: dict[str, Any], l_max: int) -> Any:
     cfg = MemoryConfig(l_max=l_max, **s)
     return lambda rp, q, qv: rp.memory(q, qv, cfg)
 
 
-def _fill(how: str, l_max: int, stem: bool = True, dated: bool = False) -> Any:
+def fill(how: str, l_max: int, stem: bool = True, dated: bool = False) -> Any:
     # dated: the fill rendered as dates="auto" renders (dated lines for a query about time), so a
     # baseline is not denied temporal questions by its rendering.
     return lambda rp, q, qv: rp.fill(rp.ranking(q, qv, how, stem=stem), l_max, dates=dated and asks_about_time(q))
 
 
-def _baselines(
+def baselines(
     replays: list[Replay], qvecs: list[np.ndarray], l_max: int, stem: bool, per_question: dict[str, dict[str, list[float]]] | None = None
 ) -> dict[str, dict[str, Any]]:
-    runs = {how: _fill(how, l_max, stem) for how in FILLS} | {f"{how}, dated for time questions": _fill(how, l_max, stem, True) for how in FILLS}
-    return {name: _score(replays, qvecs, run, None if per_question is None else per_question.setdefault(name, {})) for name, run in runs.items()}
+    runs = {how: fill(how, l_max, stem) for how in FILLS} | {f"{how}, dated for time questions": fill(how, l_max, stem, True) for how in FILLS}
+    return {name: score(replays, qvecs, run, None if per_question is None else per_question.setdefault(name, {})) for name, run in runs.items()}
 
 
-def _real(convs: list[Conversation], setting: dict[str, Any], l_max: int) -> dict[str, float]:
+def real_memory(convs: list[Conversation], chosen: dict[str, Any], l_max: int) -> dict[str, float]:
     """The setting through the real MomentaryMemory (Chroma, MiniLM from the embedding cache)."""
     counter = get_token_counter()
     ev = []
     for conv in convs:
         mem = MomentaryMemory(
-            conv.name, client=chroma_client(), embedders=[embedder()], collection_prefix=f"lodo{time.time_ns()}", config=MemoryConfig(**setting)
+            conv.name, client=chroma_client(), embedders=[embedder()], collection_prefix=f"lodo{time.time_ns()}", config=MemoryConfig(**chosen)
         )
         mem.add_many([{"text": t.text, "role": t.role, "turn_id": t.id, "timestamp": t.timestamp} for t in conv.turns])
         by_id = {t.id: t for t in conv.turns}
@@ -214,11 +214,11 @@ def run(data: Path) -> dict[str, Any]:
     dev: dict[str, Any] = {}
     for n in MEMORY_SETS:
         rps, qv = replays[n]["dev"], qvecs[n]["dev"]
-        stem = _score(rps, qv, _fill("bm25", BUDGET, True))[METRIC] >= _score(rps, qv, _fill("bm25", BUDGET, False))[METRIC]
+        stem = score(rps, qv, fill("bm25", BUDGET, True))[METRIC] >= score(rps, qv, fill("bm25", BUDGET, False))[METRIC]
         dev[n] = {"bm25_stemmed": stem, "budgets": {}}
         for b in BUDGETS:
-            base = _baselines(rps, qv, b, stem)
-            grid = [{**s, **_score(rps, qv, _setting(s, b))} for s in GRID]
+            base = baselines(rps, qv, b, stem)
+            grid = [{**s, **score(rps, qv, setting(s, b))} for s in GRID]
             dev[n]["budgets"][str(b)] = {"baselines": base, "best_baseline": max(x[METRIC] for x in base.values()), "grid": grid}
         print(f"memory: {n} dev done at {time.perf_counter() - t0:.0f}s", flush=True)
 
@@ -241,11 +241,11 @@ def run(data: Path) -> dict[str, Any]:
         for b in BUDGETS:
             chosen: dict[str, list[float]] = {}
             fills: dict[str, dict[str, list[float]]] = {}
-            arms = {"lodo_choice": _score(rps, qv, _setting(GRID[choice], b), chosen), "default_in_distribution": _score(rps, qv, _setting(GRID[default_i], b))}
-            arms["default_before_this_run"] = _score(rps, qv, _setting(AT_START, b))
-            arms["memory_paper"] = _score(rps, qv, _setting(PAPER, b))
-            arms["choice_without_per_query"] = _score(rps, qv, _setting({**GRID[choice], "keep_recent": True}, b))
-            base = _baselines(rps, qv, b, stem, fills)
+            arms = {"lodo_choice": score(rps, qv, setting(GRID[choice], b), chosen), "default_in_distribution": score(rps, qv, setting(GRID[default_i], b))}
+            arms["default_before_this_run"] = score(rps, qv, setting(AT_START, b))
+            arms["memory_paper"] = score(rps, qv, setting(PAPER, b))
+            arms["choice_without_per_query"] = score(rps, qv, setting({**GRID[choice], "keep_recent": True}, b))
+            base = baselines(rps, qv, b, stem, fills)
             # The LODO choice's gain over the best fill on each metric, with a paired bootstrap interval
             # (questions resampled; the best fill chosen again on each draw, which favours the fills).
             gains = {
@@ -256,7 +256,7 @@ def run(data: Path) -> dict[str, Any]:
                 for m in METRICS
             }
             test[str(b)] = {"arms": arms, "baselines": base, "gains": gains}
-        test["real_memory_512"] = _real(sets[n]["test"], GRID[choice], BUDGET)
+        test["real_memory_512"] = real_memory(sets[n]["test"], GRID[choice], BUDGET)
         out["datasets"][n] = {
             "dev": dev[n],
             "lodo_choice": GRID[choice],

@@ -26,6 +26,7 @@ SECTIONS = (
     "context_long",
     "tune",
     "memory_lodo",
+    "memory_heldout",
     "verifier",
     "token_store",
     "int8",
@@ -44,8 +45,9 @@ SECTIONS = (
 # Run only when named in --only: the context protocol again on three long-chunk variants (hours with --full);
 # `meve tune` measured on each context set (issue 50: 50 dev questions each, reported on the test split);
 # the ONNX Runtime probe (issue 49: exports MiniLM to a temporary folder); tune's memory half alone (kept beside
-# the context half already in tune.json, with its own command and date).
-OPT_IN = ("context_long", "tune", "onnx", "tune_memory")
+# the context half already in tune.json, with its own command and date); the memory held-out check (issue 48:
+# a second LongMemEval_S sample, read once; its run must not be repeated to choose anything).
+OPT_IN = ("context_long", "tune", "onnx", "tune_memory", "memory_heldout")
 
 
 def main() -> None:
@@ -121,6 +123,10 @@ def main() -> None:
         from benchmarks import memory_lodo
 
         save("memory_lodo", memory_lodo.run(data))
+    if "memory_heldout" in only:
+        from benchmarks import memory_heldout
+
+        save("memory_heldout", memory_heldout.run())
     if "verifier" in only:
         from benchmarks import verifier
 

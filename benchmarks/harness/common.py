@@ -42,11 +42,15 @@ class DiskCachedEmbedder:
         self._rows: list[np.ndarray] = []
         self._dirty = False
         self.computed = 0
-        if self.path.exists():
-            data = np.load(self.path)
-            for i, key in enumerate(data["keys"].tolist()):
-                self._index[key] = i
-            self._rows = list(data["vecs"])
+        # The file, then any side files ``emb-<tag>+<what>.npz``: vectors of the same model computed
+        # elsewhere (a GPU; DATA.md says which and how they were checked against this CPU's).
+        for path in [self.path, *sorted(CACHE.glob(f"emb-{tag}+*.npz"))] if CACHE.exists() else []:
+            if path.exists():
+                data = np.load(path)
+                for key, vec in zip(data["keys"].tolist(), data["vecs"], strict=True):
+                    if key not in self._index:
+                        self._index[key] = len(self._rows)
+                        self._rows.append(vec)
 
     @property
     def dimension(self) -> int:

@@ -94,6 +94,8 @@ REALMEM_CATEGORIES = {"Dynamic Updating": "knowledge-update", "Temporal-reasonin
 REALMEM_PARTS = 10
 #: The LongMemEval_S questions used (file names and sha256, ``sha256sum -c`` format; DATA.md says how chosen).
 LONGMEMEVAL_SAMPLE = Path(__file__).with_name("longmemeval_sample.sha256")
+#: A second sample, never used to choose anything: the held-out check (``benchmarks.memory_heldout``).
+LONGMEMEVAL_HELDOUT = Path(__file__).with_name("longmemeval_heldout.sha256")
 LONGMEMEVAL_CATEGORIES = {
     "single-session-user": "single-hop",
     "single-session-assistant": "single-hop-assistant",
