@@ -318,6 +318,59 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
     return {"sets": sets, "targets": targets, "metric": metric, "m": m}
 
 
+HELDOUT_ARMS = {
+    "shipped": "MemoryConfig() as shipped",
+    "shipped_without_role_cue": "without the role cue",
+    "memory_paper": "the paper's settings",
+    "default_before_issue_48": "the default before issue 48",
+}
+
+
+def memory_heldout_facts(h: dict[str, Any]) -> dict[str, Any]:
+    """The held-out check (:mod:`benchmarks.memory_heldout`): every arm and the best fill at each
+    budget on both metrics, the shipped default's gain with its interval, the per-type breakdown at
+    512 tokens, and the claim it checks (gain >= 0 at every budget, both metrics)."""
+    rows, targets = [], []
+    for budget, t in h["budgets"].items():
+        for mt in ("answerable", "all_evidence"):
+            gain = t["gains"][mt]
+            best = gain["best_fill"]
+            rows.append(
+                {
+                    "l_max": budget,
+                    "metric": mt,
+                    **{label: t["arms"][k][mt] for k, label in HELDOUT_ARMS.items()},
+                    "best fill": t["baselines"][best][mt],
+                    "which fill": best,
+                    "gain": f"{gain['gain']:+.4f}",
+                    "95% interval": f"{gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}",
+                }
+            )
+            targets.append(
+                _target(
+                    gain["gain"] >= 0,
+                    f"held out, {budget} tokens, {mt}: {t['arms']['shipped'][mt]:.4f} vs {best} fill {t['baselines'][best][mt]:.4f} "
+                    f"({gain['gain']:+.4f}; interval {gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}; target >= 0).",
+                )
+            )
+    at = h["budgets"]["512"]
+    best = at["gains"]["answerable"]["best_fill"]
+    types = [
+        {
+            "type": cat,
+            "questions": v["questions"],
+            "MemoryConfig()": v["answerable"],
+            f"best fill ({best})": at["baselines"][best]["by_type"].get(cat, {}).get("answerable"),
+            "without the role cue": at["arms"]["shipped_without_role_cue"]["by_type"].get(cat, {}).get("answerable"),
+            "paper's settings": at["arms"]["memory_paper"]["by_type"].get(cat, {}).get("answerable"),
+            "MemoryConfig(), all evidence": v["all_evidence"],
+            "best fill, all evidence": at["baselines"][best]["by_type"].get(cat, {}).get("all_evidence"),
+        }
+        for cat, v in at["arms"]["shipped"]["by_type"].items()
+    ]
+    return {"rows": table(rows), "types": table(types), "targets": targets, "h": h}
+
+
 def frontier_plot(c: dict[str, Any]) -> str | None:
     """One panel per data set: the top-k curves on test and the MeVe arms (the README's picture)."""
     try:
@@ -687,6 +740,7 @@ def write() -> Path:
     facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None
     if "memory_lodo" in res:
         facts["memory"] = memory_facts(res["memory_lodo"])
+    facts["memory_heldout"] = memory_heldout_facts(res["memory_heldout"]) if "memory_heldout" in res else None
     if "speed" in res:
         facts["speed"] = speed_facts(res["speed"])
     if "hierarchical" in res:
