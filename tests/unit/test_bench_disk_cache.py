@@ -40,3 +40,23 @@ def test_entries_a_truncating_verifier_wrote_are_left_out_so_they_are_encoded_ag
     again = TokenVectorCache()
     common.TokenDiskCache("t").load_into(again, stale_rows=common.TRUNCATED_ROWS)
     assert len(again.get("truncated")) == 300
+
+
+def test_the_embedding_cache_reads_its_side_files_and_its_own_file_wins(tmp_path, monkeypatch):
+    # Vectors computed elsewhere (a lent GPU) sit beside the cache as emb-<tag>+<what>.npz.
+    monkeypatch.setattr(common, "CACHE", tmp_path)
+    own, side = np.full((1, 4), 0.1, np.float32), np.full((2, 4), 0.9, np.float32)
+    np.savez(tmp_path / "emb-m.npz", keys=np.array(["k1"]), vecs=own)
+    np.savez(tmp_path / "emb-m+gpu.npz", keys=np.array(["k1", "k2"]), vecs=side)
+    np.savez(tmp_path / "emb-m-int8.npz", keys=np.array(["k3"]), vecs=own)  # another model's file: not read
+
+    class Refuses:
+        name = "m"
+
+        def encode(self, texts):
+            raise AssertionError(f"encoded {texts}: every vector was on disk")
+
+    cache = common.DiskCachedEmbedder(Refuses(), "m")
+    assert sorted(cache._index) == ["k1", "k2"]
+    np.testing.assert_allclose(cache._rows[cache._index["k1"]], own[0])
+    np.testing.assert_allclose(cache._rows[cache._index["k2"]], side[1])

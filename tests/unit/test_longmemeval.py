@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.harness.conversations import EXTERNAL, LONGMEMEVAL_SAMPLE, longmemeval
+from benchmarks.harness.conversations import EXTERNAL, LONGMEMEVAL_HELDOUT, LONGMEMEVAL_SAMPLE, longmemeval
 from benchmarks.harness.splits import split_of
 
 TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session", "temporal-reasoning", "knowledge-update")
@@ -91,3 +91,19 @@ def test_the_fetched_sample_loads_ten_questions_of_each_type():
             ids = {t.id for t in conv.turns}
             assert [t.timestamp for t in conv.turns] == sorted(t.timestamp for t in conv.turns) and len(ids) == len(conv.turns)
             assert all(split_of(q.id) == part and set(q.evidence) <= ids for q in conv.questions)
+
+
+def test_the_held_out_sample_shares_no_question_with_the_lodo_sample():
+    names = [{line.split()[1] for line in f.read_text().splitlines()} for f in (LONGMEMEVAL_SAMPLE, LONGMEMEVAL_HELDOUT)]
+    assert [len(n) for n in names] == [60, 60] and not names[0] & names[1]
+    ids = [{n.split("_")[-1] for n in ns} for ns in names]  # the question id ends the file name
+    assert not ids[0] & ids[1]
+
+
+def test_the_fetched_held_out_sample_loads_ten_questions_of_each_type():
+    first = LONGMEMEVAL_HELDOUT.read_text().split()[1]
+    if not (EXTERNAL / "longmemeval" / first).exists():
+        pytest.skip("needs benchmarks/.cache/external/longmemeval with the held-out files (benchmarks/DATA.md)")
+    questions = [q for part in longmemeval(sample=LONGMEMEVAL_HELDOUT).values() for c in part for q in c.questions]
+    kinds = ("single-hop", "single-hop-assistant", "preference", "multi-hop", "temporal", "knowledge-update")
+    assert Counter(q.category for q in questions) == dict.fromkeys(kinds, 10)
