@@ -297,21 +297,22 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
                 )
             if budget == "512":
                 wins += t["gains"][metric]["gain"] >= 0.03
-        at = d["test"]["512"]
-        best = max(at["baselines"], key=lambda k: at["baselines"][k][metric])
-        types = [
-            {
-                "type": cat,
-                "questions": v["questions"],
-                "LODO choice": v["answerable"],
-                f"best fill ({best})": at["baselines"][best]["by_type"].get(cat, {}).get("answerable"),
-                "paper's settings": at["arms"]["memory_paper"]["by_type"].get(cat, {}).get("answerable"),
-                "LODO choice, all evidence": v["all_evidence"],
-                "best fill, all evidence": at["baselines"][best]["by_type"].get(cat, {}).get("all_evidence"),
-            }
-            for cat, v in at["arms"]["lodo_choice"]["by_type"].items()
-        ]
-        base = [{"fill": k, **{x: y for x, y in v.items() if x != "by_type"}} for k, v in at["baselines"].items()]
+        types = {}
+        for budget, at in ((b, t) for b, t in d["test"].items() if b.isdigit()):
+            best = _best_fill(at["baselines"], metric)
+            types[budget] = [
+                {
+                    "type": cat,
+                    "questions": v["questions"],
+                    "LODO choice": v["answerable"],
+                    f"best fill ({best})": at["baselines"][best]["by_type"].get(cat, {}).get("answerable"),
+                    "paper's settings": at["arms"]["memory_paper"]["by_type"].get(cat, {}).get("answerable"),
+                    "LODO choice, all evidence": v["all_evidence"],
+                    "best fill, all evidence": at["baselines"][best]["by_type"].get(cat, {}).get("all_evidence"),
+                }
+                for cat, v in at["arms"]["lodo_choice"]["by_type"].items()
+            ]
+        base = [{"fill": k, **{x: y for x, y in v.items() if x != "by_type"}} for k, v in d["test"]["512"]["baselines"].items()]
         sets.append({"name": NAMES[name], "d": d, "rows": rows, "base": base, "types": types, "choice": d["lodo_choice"]})
     half = (len(m["datasets"]) + 1) // 2
     targets.append(_target(wins >= half, f"gain >= +0.03 at 512 tokens ({metric}) on {wins} of {len(m['datasets'])} sets (target: at least {half})."))
