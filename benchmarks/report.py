@@ -264,6 +264,32 @@ def _best_fill(baselines: dict[str, Any], metric: str) -> str:
     return max(baselines, key=lambda k: baselines[k][metric])
 
 
+HELDOUT_ARMS = {
+    "shipped": "MemoryConfig() as shipped",
+    "shipped_without_role_cue": "without the role cue",
+    "memory_paper": "the paper's settings",
+    "default_before_issue_48": "the default before issue 48",
+}
+
+
+def _gain_line(where: str, budget: str, mt: str, t: dict[str, Any], arm: str, best: str, labels: Mapping[str, str]) -> tuple[dict[str, Any], str]:
+    """One memory table row (every arm, the best fill, ``arm``'s gain over it with its interval) and
+    its target line (gain >= 0); ``labels`` names the arms (an arm it lacks keeps its key)."""
+    gain = t["gains"][mt]
+    interval = f"{gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}"
+    row = {
+        "l_max": budget,
+        "metric": mt,
+        **{labels.get(k, k): a[mt] for k, a in t["arms"].items()},
+        "best fill": t["baselines"][best][mt],
+        "which fill": best,
+        "gain": f"{gain['gain']:+.4f}",
+        "95% interval": interval,
+    }
+    text = f"{where}, {budget} tokens, {mt}: {t['arms'][arm][mt]:.4f} vs {best} fill {t['baselines'][best][mt]:.4f} ({gain['gain']:+.4f}; interval {interval}; target >= 0)."
+    return row, _target(gain["gain"] >= 0, text)
+
+
 def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
     """Per memory set: the LODO choice against the best fill at each budget on both metrics, the
     per-question-type breakdown at 512 tokens, and issue 48's targets (>= 0 at every budget on
@@ -275,26 +301,9 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
         rows = []
         for budget, t in ((b, t) for b, t in d["test"].items() if b.isdigit()):
             for mt in metrics:
-                best = _best_fill(t["baselines"], mt)
-                gain = t["gains"][mt]
-                rows.append(
-                    {
-                        "l_max": budget,
-                        "metric": mt,
-                        **{ARMS.get(k, k): a[mt] for k, a in t["arms"].items()},
-                        "best fill": t["baselines"][best][mt],
-                        "which fill": best,
-                        "gain": f"{gain['gain']:+.4f}",
-                        "95% interval": f"{gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}",
-                    }
-                )
-                targets.append(
-                    _target(
-                        gain["gain"] >= 0,
-                        f"{NAMES[name]} (left out), {budget} tokens, {mt}: {t['arms']['lodo_choice'][mt]:.4f} vs {best} fill "
-                        f"{t['baselines'][best][mt]:.4f} ({gain['gain']:+.4f}; interval {gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}; target >= 0).",
-                    )
-                )
+                row, target = _gain_line(f"{NAMES[name]} (left out)", budget, mt, t, "lodo_choice", _best_fill(t["baselines"], mt), ARMS)
+                rows.append(row)
+                targets.append(target)
             if budget == "512":
                 wins += t["gains"][metric]["gain"] >= 0.03
         types = {}
@@ -319,14 +328,6 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
     return {"sets": sets, "targets": targets, "metric": metric, "m": m}
 
 
-HELDOUT_ARMS = {
-    "shipped": "MemoryConfig() as shipped",
-    "shipped_without_role_cue": "without the role cue",
-    "memory_paper": "the paper's settings",
-    "default_before_issue_48": "the default before issue 48",
-}
-
-
 def memory_heldout_facts(h: dict[str, Any]) -> dict[str, Any]:
     """The held-out check (:mod:`benchmarks.memory_heldout`): every arm and the best fill at each
     budget on both metrics, the shipped default's gain with its interval, the per-type breakdown at
@@ -334,26 +335,9 @@ def memory_heldout_facts(h: dict[str, Any]) -> dict[str, Any]:
     rows, targets = [], []
     for budget, t in h["budgets"].items():
         for mt in ("answerable", "all_evidence"):
-            gain = t["gains"][mt]
-            best = gain["best_fill"]
-            rows.append(
-                {
-                    "l_max": budget,
-                    "metric": mt,
-                    **{label: t["arms"][k][mt] for k, label in HELDOUT_ARMS.items()},
-                    "best fill": t["baselines"][best][mt],
-                    "which fill": best,
-                    "gain": f"{gain['gain']:+.4f}",
-                    "95% interval": f"{gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}",
-                }
-            )
-            targets.append(
-                _target(
-                    gain["gain"] >= 0,
-                    f"held out, {budget} tokens, {mt}: {t['arms']['shipped'][mt]:.4f} vs {best} fill {t['baselines'][best][mt]:.4f} "
-                    f"({gain['gain']:+.4f}; interval {gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}; target >= 0).",
-                )
-            )
+            row, target = _gain_line("held out", budget, mt, t, "shipped", t["gains"][mt]["best_fill"], HELDOUT_ARMS)
+            rows.append(row)
+            targets.append(target)
     at = h["budgets"]["512"]
     best = at["gains"]["answerable"]["best_fill"]
     types = [
