@@ -262,6 +262,26 @@ def test_every_piece_of_a_long_passage_has_a_token_vector_at_its_own_offset(veri
     assert emoji not in {text[a:b] for a, b in offsets}
 
 
+def test_a_passage_is_tokenized_for_its_sentence_offsets_once_across_queries(minilm, monkeypatch):
+    from meve.core.text import sentence_spans
+    from meve.scoring import late_interaction
+
+    calls = []
+    real = late_interaction.pieces
+    monkeypatch.setattr(late_interaction, "pieces", lambda tok, text: calls.append(text) or real(tok, text))
+    scorer = LateInteractionScorer(minilm)
+    question, answer, off = PAIRS[0]
+    text = " ".join([off] * 30 + [answer])
+    spans = sentence_spans(text)
+    scorer.embed_and_cache([text])  # as at ingestion (a passage first met at query time scores from float32 vectors, later from the int8 cache)
+    first = scorer.score_spans(question, text, spans)
+    assert calls.count(text) == 1
+    again = scorer.score_spans(PAIRS[1][0], text, spans)  # another query keeps the same passage
+    assert calls.count(text) == 1  # its offsets were kept, not tokenized again
+    np.testing.assert_array_equal(scorer.score_spans(question, text, spans), first)
+    assert again.shape == first.shape
+
+
 def test_a_sentence_past_the_model_window_is_scored_from_the_passage_own_windows(verifier):
     from meve.core.text import sentence_spans
 

@@ -37,6 +37,9 @@ from meve.scoring.token_pass import forward
 from meve.scoring.token_store import TokenStore
 from meve.scoring.windows import pieces
 
+#: Texts whose token offsets a scorer keeps (8 bytes a word piece: ~8 KB for a 1,024-token passage).
+_OFFSET_TEXTS = 4096
+
 __all__ = ["LateInteractionScorer", "TokenVectorCache", "dequantize", "maxsim", "quantize", "text_key"]
 
 
@@ -55,8 +58,10 @@ def quantize(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """The float32 rows :func:`quantize` stored."""
-    return np.asarray(q, dtype=np.float32) * np.asarray(scale, dtype=np.float32)
+    """The float32 rows :func:`quantize` stored (scaled in place: one array, not two, per read)."""
+    out = np.asarray(q).astype(np.float32)
+    out *= np.asarray(scale, dtype=np.float32)
+    return out
 
 
 def text_key(text: str) -> str:
@@ -173,6 +178,9 @@ class LateInteractionScorer:
         self.store: TokenStore | None = None
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._qlock = threading.Lock()
+        # Sentence pruning reads a passage's token offsets on every query that keeps it: tokenizing a
+        # 1,024-token passage again costs ~10 ms on a CPU, so the offsets are kept per text (guarded by _qlock).
+        self._offsets: OrderedDict[str, np.ndarray] = OrderedDict()
         self.name = f"late-interaction:{self._st.name}"
         self.pairs_scored = 0
         self.encoded_at_query_time = 0
@@ -306,11 +314,23 @@ class LateInteractionScorer:
         """Character offsets in ``text`` of the token vectors :meth:`_forward` keeps for it: every
         piece of the whole text (windows cover what one pass cannot) but the special ones, under
         the same tokenizer (sentence-transformers tokenizes the stripped text, hence the shift)."""
+        key = text_key(text)
+        with self._qlock:
+            hit = self._offsets.get(key)
+            if hit is not None:
+                self._offsets.move_to_end(key)
+                return hit
         tokenizer = self._st.model.tokenizer
         stripped = text.strip()
         shift = len(text) - len(text.lstrip())
         p = pieces(tokenizer, stripped)
-        return p.offsets[~np.isin(p.ids, np.asarray(sorted(tokenizer.all_special_ids)))] + shift
+        offsets = (p.offsets[~np.isin(p.ids, np.asarray(sorted(tokenizer.all_special_ids)))] + shift).astype(np.int32)
+        offsets.flags.writeable = False  # shared between queries
+        with self._qlock:
+            self._offsets[key] = offsets
+            while len(self._offsets) > _OFFSET_TEXTS:
+                self._offsets.popitem(last=False)
+        return offsets
 
     def score_spans(self, query: str, text: str, spans: Sequence[tuple[int, int]]) -> np.ndarray:
         """P(relevant) of each character span of ``text`` (its sentences) from the passage's own
