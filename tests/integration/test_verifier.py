@@ -273,13 +273,24 @@ def test_a_passage_is_tokenized_for_its_sentence_offsets_once_across_queries(min
     question, answer, off = PAIRS[0]
     text = " ".join([off] * 30 + [answer])
     spans = sentence_spans(text)
-    scorer.embed_and_cache([text])  # as at ingestion (a passage first met at query time scores from float32 vectors, later from the int8 cache)
     first = scorer.score_spans(question, text, spans)
     assert calls.count(text) == 1
     again = scorer.score_spans(PAIRS[1][0], text, spans)  # another query keeps the same passage
     assert calls.count(text) == 1  # its offsets were kept, not tokenized again
     np.testing.assert_array_equal(scorer.score_spans(question, text, spans), first)
     assert again.shape == first.shape
+
+
+@pytest.mark.parametrize("cache_bytes", [512 * 2**20, 0])
+def test_a_passage_first_met_at_query_time_scores_as_it_will_on_later_queries(minilm, cache_bytes):
+    # Later queries read the kept int8 rows; the first must score from the same rows, or a passage
+    # near tau could pass on one query and fail on the next.
+    scorer = LateInteractionScorer(minilm, cache_bytes=cache_bytes)
+    question = PAIRS[0][0]
+    texts = [p[1] for p in PAIRS] + [FILLER]
+    first = scorer.raw_scores(question, texts)
+    assert scorer.encoded_at_query_time == len(texts)
+    np.testing.assert_array_equal(scorer.raw_scores(question, texts), first)
 
 
 def test_a_sentence_past_the_model_window_is_scored_from_the_passage_own_windows(verifier):

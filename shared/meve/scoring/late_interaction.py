@@ -266,8 +266,9 @@ class LateInteractionScorer:
             _, tokens = self._forward(missing)
             self.encoded_at_query_time += len(missing)
             self._keep(missing, tokens)
-            # Read back what was kept, so a passage scores the same on its first query as on later ones.
-            kept = self._lookup_many([text_key(t) for t in missing]) if self.store is not None else tokens
+            # Score what is kept (int8 rows), so a passage scores the same on its first query as on
+            # later ones, read from the store or the cache (or as the cache would return it, when it keeps none).
+            kept = self._lookup_many([text_key(t) for t in missing]) if self.store is not None else [dequantize(*quantize(t)) for t in tokens]
             fresh = dict(zip(missing, kept, strict=True))
             found = [f if f is not None else fresh[p] for p, f in zip(passages, found, strict=True)]
         return [f for f in found if f is not None]
