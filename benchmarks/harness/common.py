@@ -43,11 +43,15 @@ class DiskCachedEmbedder:
         self._dirty = False
         self.computed = 0
         # The file, then any side files ``emb-<tag>+<what>.npz``: vectors of the same model computed
-        # elsewhere (a GPU; DATA.md says which and how they were checked against this CPU's).
+        # elsewhere (a GPU; DATA.md says which and how they were checked against this CPU's). The next
+        # save() folds them into the file.
         for path in [self.path, *sorted(CACHE.glob(f"emb-{tag}+*.npz"))] if CACHE.exists() else []:
             if path.exists():
                 data = np.load(path)
-                for key, vec in zip(data["keys"].tolist(), data["vecs"], strict=True):
+                vecs = np.asarray(data["vecs"], dtype=np.float32)
+                if vecs.ndim != 2 or (self._rows and vecs.shape[1] != len(self._rows[0])):
+                    raise ValueError(f"{path.name}: vectors of shape {vecs.shape}, not rows of {len(self._rows[0]) if self._rows else 'any'} floats")
+                for key, vec in zip(data["keys"].tolist(), vecs, strict=True):
                     if key not in self._index:
                         self._index[key] = len(self._rows)
                         self._rows.append(vec)

@@ -45,18 +45,26 @@ def test_entries_a_truncating_verifier_wrote_are_left_out_so_they_are_encoded_ag
 def test_the_embedding_cache_reads_its_side_files_and_its_own_file_wins(tmp_path, monkeypatch):
     # Vectors computed elsewhere (a lent GPU) sit beside the cache as emb-<tag>+<what>.npz.
     monkeypatch.setattr(common, "CACHE", tmp_path)
-    own, side = np.full((1, 4), 0.1, np.float32), np.full((2, 4), 0.9, np.float32)
-    np.savez(tmp_path / "emb-m.npz", keys=np.array(["k1"]), vecs=own)
-    np.savez(tmp_path / "emb-m+gpu.npz", keys=np.array(["k1", "k2"]), vecs=side)
-    np.savez(tmp_path / "emb-m-int8.npz", keys=np.array(["k3"]), vecs=own)  # another model's file: not read
+    import hashlib
 
-    class Refuses:
+    k1, k2, k3 = (hashlib.sha1(t.encode()).hexdigest() for t in ("one", "two", "three"))
+    own, side = np.full((1, 4), 0.1, np.float32), np.full((2, 4), 0.9, np.float32)
+    np.savez(tmp_path / "emb-m.npz", keys=np.array([k1]), vecs=own)
+    np.savez(tmp_path / "emb-m+gpu.npz", keys=np.array([k1, k2]), vecs=side)
+    np.savez(tmp_path / "emb-m-int8.npz", keys=np.array([k3]), vecs=own)  # another model's file: not read
+
+    class Encodes:
         name = "m"
 
-        def encode(self, texts):
-            raise AssertionError(f"encoded {texts}: every vector was on disk")
+        def __init__(self):
+            self.texts = []
 
-    cache = common.DiskCachedEmbedder(Refuses(), "m")
-    assert sorted(cache._index) == ["k1", "k2"]
-    np.testing.assert_allclose(cache._rows[cache._index["k1"]], own[0])
-    np.testing.assert_allclose(cache._rows[cache._index["k2"]], side[1])
+        def encode(self, texts):
+            self.texts += texts
+            return np.zeros((len(texts), 4), np.float32)
+
+    inner = Encodes()
+    cache = common.DiskCachedEmbedder(inner, "m")
+    got = cache.encode(["one", "two", "three"])
+    assert inner.texts == ["three"]  # the other two were on disk
+    np.testing.assert_allclose(got, [own[0], side[1], np.zeros(4)])
