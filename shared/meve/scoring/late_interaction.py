@@ -204,15 +204,19 @@ class LateInteractionScorer:
             self.calibration = Calibration.load(COMPRESSED_CALIBRATION_PATH)
         return self
 
-    def _keep(self, texts: Sequence[str], tokens: Sequence[np.ndarray], vecs: np.ndarray | None = None) -> None:
+    def _keep(self, texts: Sequence[str], tokens: Sequence[np.ndarray], vecs: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Keep ``texts``' token vectors (the store, else the cache); returns the int8 rows and scales
+        the cache was given (what it reads back), none when a store keeps them."""
         if self.store is not None:
             self.store.put_many([(text_key(t), tok) for t, tok in zip(texts, tokens, strict=True)])
-            return
-        for i, (text, tok) in enumerate(zip(texts, tokens, strict=True)):
+            return []
+        rows = [quantize(np.asarray(tok, dtype=np.float32)) for tok in tokens]
+        for i, (text, (q, scale)) in enumerate(zip(texts, rows, strict=True)):
             key = text_key(text)
-            self.cache.put(key, tok)
+            self.cache.put_quantized(key, q, scale)
             if vecs is not None:
                 self.cache.put_vector(key, vecs[i])
+        return rows
 
     def cache_info(self) -> dict[str, int]:
         """The in-memory cache's :meth:`TokenVectorCache.info`, with ``encoded_at_query_time``
@@ -265,10 +269,10 @@ class LateInteractionScorer:
         if missing:
             _, tokens = self._forward(missing)
             self.encoded_at_query_time += len(missing)
-            self._keep(missing, tokens)
-            # Score what is kept (int8 rows), so a passage scores the same on its first query as on
-            # later ones, read from the store or the cache (or as the cache would return it, when it keeps none).
-            kept = self._lookup_many([text_key(t) for t in missing]) if self.store is not None else [dequantize(*quantize(t)) for t in tokens]
+            rows = self._keep(missing, tokens)
+            # Score what is kept (the store's rows, or the cache's int8 rows even when it is too small
+            # to hold them), so a passage scores the same on its first query as on later ones.
+            kept = self._lookup_many([text_key(t) for t in missing]) if self.store is not None else [dequantize(q, scale) for q, scale in rows]
             fresh = dict(zip(missing, kept, strict=True))
             found = [f if f is not None else fresh[p] for p, f in zip(passages, found, strict=True)]
         return [f for f in found if f is not None]
