@@ -50,11 +50,24 @@ def test_the_memory_and_the_three_fills_at_one_budget():
     assert lo <= hi
 
 
-def test_tune_memory_chooses_on_dev_and_reports_on_test():
+def test_tune_memory_keeps_the_default_when_no_setting_is_clearly_better_on_dev():
+    # The default keeps every evidence turn here; the best of the grid can only tie it.
     qs = [{"conversation": "c1", "question": f"What did you note for topic {i}?", "evidence_turn_ids": [f"a{i}"]} for i in range(30)]
     config, report = tune_memory({"c1": CONV}, qs, l_max=48, embedder=FakeEmbedder(), reps=50)
-    assert isinstance(config, MemoryConfig) and config.l_max == 48
-    assert report.extra["chosen"] in MEMORY_GRID and sum(report.extra["split"].values()) == 30
-    assert {"tuned", "default", "dense", "bm25", "hybrid"} == set(report.arms)
+    assert config == MemoryConfig(l_max=48) and report.extra["kept_default"] and report.extra["chosen"] == {}
+    assert report.extra["dev_best"] in MEMORY_GRID and report.extra["dev_over_default"][1][0] <= 0
+    assert sum(report.extra["split"].values()) == 30 and "MemoryConfig() is kept" in report.notes[0]
+    assert {"tuned", "default", "dense", "bm25", "hybrid"} == set(report.arms) and report.arms["tuned"] == report.arms["default"]
     with pytest.raises(InputError, match="at least 8 on each side"):
         tune_memory({"c1": CONV}, qs[:5], embedder=FakeEmbedder())
+
+
+def test_tune_memory_replaces_the_default_only_when_the_best_is_clearly_better_on_dev():
+    # Every question's evidence is the latest turn and no question looks like a follow-up: only
+    # keep_recent=True keeps it, the default ("auto") does not.
+    qs = [{"conversation": "c1", "question": f"Summarise question number {i} please", "evidence_turn_ids": ["a29"]} for i in range(30)]
+    config, report = tune_memory({"c1": CONV}, qs, l_max=48, embedder=FakeEmbedder(), reps=50)
+    diff, (lo, _) = report.extra["dev_over_default"]
+    assert not report.extra["kept_default"] and lo > 0 and diff > 0.5
+    assert report.extra["chosen"] == report.extra["dev_best"] and report.extra["chosen"]["keep_recent"] is True
+    assert config == MemoryConfig(l_max=48, **report.extra["chosen"]) and report.gain > report.extra["default_gain"]

@@ -12,8 +12,10 @@ import pytest
 
 from meve import ConfigError, InputError, MeVe, MeVeConfig
 from meve.evaluate import evaluate, frontier, tune
+from meve.evaluate.arms import Rankings, cached_queries
+from meve.evaluate.questions import as_questions, targets
 from meve.evaluate.report import Report, arm_summary, reference_tokens
-from meve.evaluate.tune import GRID, MIN_QUESTIONS, shipped_default
+from meve.evaluate.tune import GRID, MIN_QUESTIONS, choose_setting, shipped_default
 from meve.pipeline.config_file import as_config, write_config
 from tests.fakes import FakeEmbedder, FakeScorer
 
@@ -69,19 +71,45 @@ def test_evaluate_runs_the_settings_given_and_refuses_an_unknown_evidence_id_bef
     assert meve.embedder.calls == calls
 
 
-def test_tune_chooses_on_dev_reports_on_test_and_its_config_round_trips(meve, tmp_path):
+def test_tune_keeps_the_default_when_the_dev_best_is_not_clearly_better_and_its_config_round_trips(meve, tmp_path):
     result = tune(meve, QUESTIONS, reps=50)
-    assert result.reason is None and result.chosen in GRID and len(result.dev) == len(GRID)
     data = result.report.to_dict()
-    assert set(data["arms"]) == {"tuned", "default"} and data["arms"]["default"]["setting"] == shipped_default()
+    diff, (lo, hi) = data["dev_over_default"]
+    assert lo <= diff <= hi
+    # On these fakes the best of the grid beats the default on dev by less than the noise.
+    assert data["dev_best"] in GRID and data["dev_best"] != shipped_default() and lo <= 0 < hi
+    assert result.chosen is None and "so the default is kept" in (result.reason or "") and result.report.notes[0] == result.reason
+    assert data["chosen"] == shipped_default() and data["kept_default"] and len(result.dev) == len(GRID)
+    assert set(data["arms"]) == {"tuned", "default"} and data["arms"]["tuned"] == data["arms"]["default"]
     assert data["split"]["dev"] + data["split"]["test"] == 60 and data["questions"] == data["split"]["test"]
-    assert data["chosen"] == result.chosen and isinstance(result.report.on_or_above_frontier("tuned"), bool)
+    assert result.config == meve.config.replace(**shipped_default())
     written = result.save(tmp_path / "out" / "config.json")
     assert {p.name for p in written.values()} >= {"config.json", "config.report.json", "config.report.md", "config.report.html"}
     assert MeVe.from_texts(["a passage."], embedder=FakeEmbedder(), scorer=FakeScorer(), config=written["config"]).config == result.config
     assert as_config(json.loads(written["config"].read_text())) == result.config == as_config(str(written["config"]))
-    for key, value in result.chosen.items():
-        assert getattr(result.config, key) == value
+
+
+def test_the_dev_best_replaces_the_incumbent_only_when_the_interval_of_its_lead_is_above_zero(meve):
+    rankings = Rankings(meve)
+    dev = targets(as_questions(QUESTIONS), rankings.text)
+    weak, strong = GRID[5], GRID[10]  # on these fakes: margins -0.067 and +0.006
+    with cached_queries(meve):
+        replaced = choose_setting(rankings, dev, [strong], incumbent=weak, reps=200)
+        kept = choose_setting(rankings, dev, [weak], incumbent=strong, reps=200)
+        alone = choose_setting(rankings, dev, [weak, strong])
+    assert (replaced.index, replaced.kept_incumbent) == (0, False) and replaced.over_incumbent is not None
+    diff, (lo, hi) = replaced.over_incumbent
+    assert 0 < lo <= diff <= hi
+    assert (kept.index, kept.best, kept.kept_incumbent) == (None, 0, True)  # the incumbent is not in the grid: None, keep it
+    assert alone.index == alone.best == 1 and alone.over_incumbent is None
+
+
+def test_tune_ships_a_clearly_better_setting_and_reports_it_beside_the_incumbent(meve):
+    result = tune(meve, QUESTIONS, grid=[GRID[10]], incumbent=GRID[5], reps=50)
+    data = result.report.to_dict()
+    assert result.reason is None and result.chosen == GRID[10] == data["chosen"] and data["dev_over_default"][1][0] > 0 and not data["kept_default"]
+    assert set(data["arms"]) == {"tuned", "default"} and data["arms"]["default"]["setting"] == GRID[5]
+    assert result.config == meve.config.replace(**GRID[10]) and "clearly better" in result.report.notes[0]
 
 
 def test_with_too_few_questions_tune_keeps_the_default_and_says_why(meve):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from benchmarks.harness.lodo import frontier_at, gain_interval, margin, margin_interval
+from meve.evaluate.frontier import difference_interval
 
 
 def _curve(per_k: list[list[tuple[float, float]]]) -> list[tuple[int, list[tuple[float, float]]]]:
@@ -51,6 +52,27 @@ def test_the_interval_brackets_the_margin_and_excludes_zero_only_when_the_gain_i
 def test_scores_on_other_questions_are_refused():
     with pytest.raises(ValueError, match="same questions"):
         margin_interval([(1.0, 10.0)] * 3, {"dense": _curve([[(1.0, 10.0)] * 4])}, reps=10)
+    with pytest.raises(ValueError, match="same questions"):
+        difference_interval([(1.0, 10.0)] * 4, [(1.0, 10.0)] * 3, {"dense": _curve([[(1.0, 10.0)] * 4])}, reps=10)
+
+
+def test_the_difference_of_two_margins_is_paired_and_excludes_zero_only_for_a_steady_gain():
+    rng = np.random.default_rng(4)
+    tokens = [float(t) for t in rng.integers(90, 110, 200)]
+    top1 = [(float(rng.random() < 0.4), t) for t in tokens]
+    points = {"dense": _curve([top1])}
+    assert difference_interval(top1, top1, points, reps=200) == (0.0, 0.0)  # an arm against itself, on every draw
+    steady = [(1.0 if e == 1.0 or rng.random() < 0.5 else 0.0, t) for e, t in top1]
+    lo, hi = difference_interval(steady, top1, points, reps=500)
+    assert 0.0 < lo < hi and difference_interval(top1, steady, points, reps=500) == pytest.approx((-hi, -lo))
+    noisy = [(float(rng.random() < 0.4), t) for t in tokens]  # as good on average, on other questions
+    lo, hi = difference_interval(noisy, top1, points, reps=500)
+    assert lo < 0.0 < hi
+    # paired: the margin of each arm alone is wider than the difference between two arms that share their errors
+    shifted = [(1.0 if e == 1.0 or i % 10 == 0 else 0.0, t) for i, (e, t) in enumerate(steady)]
+    d_lo, d_hi = difference_interval(shifted, steady, points, reps=500)
+    m_lo, m_hi = margin_interval(shifted, points, reps=500)
+    assert d_hi - d_lo < m_hi - m_lo
 
 
 def test_a_gain_over_the_best_fill_takes_the_best_fill_again_on_every_draw():

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TIE", "Scores", "choose", "envelope_at", "frontier_at", "gain_interval", "margin", "margin_interval", "tokens_for"]
+__all__ = ["TIE", "Scores", "choose", "difference_interval", "envelope_at", "frontier_at", "gain_interval", "margin", "margin_interval", "tokens_for"]
 
 TIE = 0.002
 Row = Mapping[str, Any]
@@ -74,6 +74,24 @@ def choose(results: Sequence[Mapping[str, Row]], curves: Mapping[str, Mapping[st
 Scores = Sequence[tuple[float, float]]
 
 
+def _margin_draws(arms: Sequence[Scores], curves: Mapping[str, Sequence[tuple[int, Scores]]], reps: int, seed: int) -> np.ndarray:
+    """(reps, len(arms)): each arm's margin on each bootstrap draw of the questions, the same draw
+    for every arm and every top-k point (all were run on the same questions)."""
+    a = [np.asarray(arm, dtype=np.float64) for arm in arms]
+    pts = {name: [(k, np.asarray(q, dtype=np.float64)) for k, q in rows] for name, rows in curves.items()}
+    if any(x.shape != a[0].shape for x in a) or any(q.shape != a[0].shape for rows in pts.values() for _, q in rows):
+        raise ValueError("the arm and every top-k point must be scored on the same questions")
+    rng = np.random.default_rng(seed)
+    draws = np.empty((reps, len(a)))
+    for r in range(reps):
+        idx = rng.integers(0, len(a[0]), len(a[0]))
+        resampled = {name: [{"k": k, "evidence": q[idx, 0].mean(), "tokens": q[idx, 1].mean()} for k, q in rows] for name, rows in pts.items()}
+        for j, x in enumerate(a):
+            mean = x[idx].mean(axis=0)
+            draws[r, j] = margin({"evidence": mean[0], "tokens": mean[1]}, resampled)
+    return draws
+
+
 def margin_interval(
     arm: Scores, curves: Mapping[str, Sequence[tuple[int, Scores]]], *, reps: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
@@ -81,18 +99,18 @@ def margin_interval(
     the same draw for the arm and for every top-k point (all were run on the same questions), and
     the margin recomputed on the resampled means. ``arm``: the arm's per-question (evidence,
     tokens); ``curves``: each ranking's (k, per-question scores) points."""
-    a = np.asarray(arm, dtype=np.float64)
-    pts = {name: [(k, np.asarray(q, dtype=np.float64)) for k, q in rows] for name, rows in curves.items()}
-    if any(q.shape != a.shape for rows in pts.values() for _, q in rows):
-        raise ValueError("the arm and every top-k point must be scored on the same questions")
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(reps):
-        idx = rng.integers(0, len(a), len(a))
-        mean = a[idx].mean(axis=0)
-        resampled = {name: [{"k": k, "evidence": q[idx, 0].mean(), "tokens": q[idx, 1].mean()} for k, q in rows] for name, rows in pts.items()}
-        draws.append(margin({"evidence": mean[0], "tokens": mean[1]}, resampled))
+    draws = _margin_draws([arm], curves, reps, seed)[:, 0]
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def difference_interval(
+    arm: Scores, other: Scores, curves: Mapping[str, Sequence[tuple[int, Scores]]], *, reps: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """A paired bootstrap interval for ``arm``'s margin minus ``other``'s (both over the same
+    frontier, on the same questions, each draw shared by both arms and every top-k point)."""
+    draws = _margin_draws([arm, other], curves, reps, seed)
+    lo, hi = np.quantile(draws[:, 0] - draws[:, 1], [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
 

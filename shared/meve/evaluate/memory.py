@@ -28,7 +28,18 @@ from meve.evaluate.replay import FILLS, Replay
 from meve.memory.records import Turn
 from meve.memory.select import decide_dates
 
-__all__ = ["MEMORY_GRID", "MemoryQuestion", "MemoryReport", "choose_memory", "evaluate_memory", "memory_questions", "prepare", "tune_memory", "tuned_report"]
+__all__ = [
+    "MEMORY_GRID",
+    "MemoryChoice",
+    "MemoryQuestion",
+    "MemoryReport",
+    "choose_memory",
+    "evaluate_memory",
+    "memory_questions",
+    "prepare",
+    "tune_memory",
+    "tuned_report",
+]
 
 _PARTNERS: tuple[dict[str, Any], ...] = (
     {"partner_turns": False},
@@ -212,7 +223,8 @@ def tune_memory(
     seed: int = 0,
 ) -> tuple[MemoryConfig, MemoryReport]:
     """Choose among ``grid`` (MemoryConfig fields) by the best evidence on a dev split of the questions
-    (split as :func:`meve.evaluate.questions.split_of`: sha256 of the id, else the text), and report
+    (split as :func:`meve.evaluate.questions.split_of`: sha256 of the id, else the text), keeping
+    ``MemoryConfig()`` unless the best is clearly better there (:func:`choose_memory`), and report
     the choice and ``MemoryConfig()`` on the test split against the fills. Returns (config, report)."""
     from meve.evaluate.questions import Question
 
@@ -222,28 +234,65 @@ def tune_memory(
     test = [p for p, s in zip(prepared, side, strict=True) if s == "test"]
     if min(len(dev), len(test)) < 8:
         raise InputError(f"the split gave {len(dev)} dev and {len(test)} test questions: tuning memory needs at least 8 on each side")
-    best = choose_memory(dev, counter, grid, l_max)
-    return tuned_report(test, counter, grid, best, l_max, reps=reps, seed=seed, dev_questions=len(dev))
+    choice = choose_memory(dev, counter, grid, l_max, reps=reps, seed=seed)
+    return tuned_report(test, counter, choice, l_max, reps=reps, seed=seed, dev_questions=len(dev))
 
 
-def choose_memory(dev: Prepared, counter: Any, grid: Sequence[Mapping[str, Any]], l_max: int) -> int:
-    """The index in ``grid`` of the setting with the most evidence kept on ``dev`` (ties to the earlier one)."""
+@dataclass(frozen=True)
+class MemoryChoice:
+    """What :func:`choose_memory` decided on dev: ``setting`` (MemoryConfig fields to ship: the grid's
+    best, or ``{}`` for ``MemoryConfig()`` when it was kept), ``best`` (the grid's best by dev
+    evidence), ``evidence`` (each grid setting's mean dev evidence), ``default_evidence``,
+    ``over_default`` (the best's dev evidence minus the default's, with its paired bootstrap 95%
+    interval) and ``kept_default``."""
+
+    setting: dict[str, Any]
+    best: dict[str, Any]
+    evidence: list[float]
+    default_evidence: float
+    over_default: tuple[float, tuple[float, float]]
+    kept_default: bool
+
+
+def choose_memory(dev: Prepared, counter: Any, grid: Sequence[Mapping[str, Any]], l_max: int, *, reps: int = 2000, seed: int = 0) -> MemoryChoice:
+    """The setting of ``grid`` with the most evidence kept on ``dev`` (ties to the earlier one); it
+    replaces ``MemoryConfig()`` only when the paired bootstrap 95% interval of its dev evidence minus
+    the default's lies above zero (the best of many settings on a few dozen questions is partly
+    chosen for its luck; the default was chosen leave-one-dataset-out on five data sets)."""
     configs = {str(i): MemoryConfig(l_max=l_max, **s) for i, s in enumerate(grid)}
+    configs["default"] = MemoryConfig(l_max=l_max)
     per_dev = _arms(dev, counter, configs, l_max)
-    return int(max(configs, key=lambda i: (round(float(np.mean([r[0] for r in per_dev[i]])), 4), -int(i))))
+    means = {i: round(float(np.mean([r[0] for r in per_dev[i]])), 4) for i in configs}
+    best = int(max((i for i in configs if i != "default"), key=lambda i: (means[i], -int(i))))
+    ev_best, ev_default = [r[0] for r in per_dev[str(best)]], [r[0] for r in per_dev["default"]]
+    same = configs[str(best)] == configs["default"]
+    lo, hi = (0.0, 0.0) if same else gain_interval(ev_best, {"default": ev_default}, reps=reps, seed=seed)
+    kept = lo <= 0
+    diff = round(means[str(best)] - means["default"], 4)
+    evidence = [means[str(i)] for i in range(len(grid))]
+    return MemoryChoice({} if kept else dict(grid[best]), dict(grid[best]), evidence, means["default"], (diff, (round(lo, 4), round(hi, 4))), kept)
 
 
 def tuned_report(
-    test: Prepared, counter: Any, grid: Sequence[Mapping[str, Any]], best: int, l_max: int, *, reps: int = 2000, seed: int = 0, dev_questions: int = 0
+    test: Prepared, counter: Any, choice: MemoryChoice, l_max: int, *, reps: int = 2000, seed: int = 0, dev_questions: int = 0
 ) -> tuple[MemoryConfig, MemoryReport]:
-    """The choice (``grid[best]``) and ``MemoryConfig()`` on ``test`` against the fills; (the choice's config, the report)."""
-    chosen = MemoryConfig(l_max=l_max, **grid[best])
+    """The choice and ``MemoryConfig()`` on ``test`` against the fills; (the choice's config, the report)."""
+    chosen = MemoryConfig(l_max=l_max, **choice.setting)
     per = _arms(test, counter, {"tuned": chosen, "default": MemoryConfig(l_max=l_max)}, l_max)
-    notes = [f"chosen on {dev_questions} dev questions among {len(grid)} settings by evidence kept; reported on {len(test)} test questions"]
+    diff, (lo, hi) = choice.over_default
+    line = (
+        f"the best of {len(choice.evidence)} settings on {dev_questions} dev questions ({choice.best}) keeps {diff:+.4f} evidence "
+        f"over MemoryConfig()'s (paired 95% interval {lo:+.4f} to {hi:+.4f})"
+    )
+    verdict = "not clearly better (the interval reaches zero), so MemoryConfig() is kept" if choice.kept_default else "clearly better, so it is chosen"
+    notes = [f"{line}: {verdict}; reported on {len(test)} test questions"]
     report = _report(per, "tuned", l_max, reps, seed, notes)
     default = _report(per, "default", l_max, reps, seed, [])
     report.extra = {
-        "chosen": dict(grid[best]),
+        "chosen": dict(choice.setting),
+        "dev_best": choice.best,
+        "dev_over_default": [diff, [lo, hi]],
+        "kept_default": choice.kept_default,
         "split": {"dev": dev_questions, "test": len(test)},
         "default_gain": default.gain,
         "default_gain_ci95": list(default.gain_ci95),

@@ -10,11 +10,14 @@ The protocol (the benchmarks' own, ``benchmarks/context.py``, on one question se
 2. On dev: the dense, BM25 and hybrid top-k curves (k = 1..10) and every setting of :data:`GRID`
    (48 settings: the knobs and values the shipped default was chosen among). The choice is the
    setting with the best margin over the dev frontier, ties within 0.002 to the fewer tokens
-   (:func:`meve.evaluate.frontier.choose`).
+   (:func:`meve.evaluate.frontier.choose`), and it replaces the shipped default only when it is
+   clearly better on dev: the paired bootstrap 95% interval of its dev margin minus the default's
+   lies above zero. Otherwise the default is kept and the report says so, with both dev margins.
 3. On test: the choice and the shipped default (``MeVeConfig()``'s values of the same knobs), each
-   with its margin over the test frontier and a paired bootstrap 95% interval.
+   with its margin over the test frontier and a paired bootstrap 95% interval (the default alone
+   when it was kept).
 
-The config written is the MeVe's own config with the choice's knobs.
+The config written is the MeVe's own config with the choice's knobs (the default's, when kept).
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from meve.evaluate import frontier
 from meve.evaluate.arms import BASELINES, KS, Rankings, Scorable, cached_queries
 from meve.evaluate.evaluation import Corpus, opened, progress, run_arms
 from meve.evaluate.questions import Question, as_questions, check_evidence_ids, split_questions, targets
-from meve.evaluate.report import Report, measure_arm, measure_curves, reference_tokens
+from meve.evaluate.report import Points, Report, measure_arm, measure_curves, reference_tokens
 
-__all__ = ["GRID", "KNOBS", "MIN_QUESTIONS", "MIN_SPLIT", "TuneResult", "choose_setting", "shipped_default", "tune"]
+__all__ = ["GRID", "KNOBS", "MIN_QUESTIONS", "MIN_SPLIT", "Choice", "TuneResult", "choose_setting", "shipped_default", "tune"]
 
 MIN_QUESTIONS = 20
 MIN_SPLIT = 8
@@ -61,27 +64,65 @@ def shipped_default() -> dict[str, Any]:
     return {k: getattr(default, k) for k in KNOBS}
 
 
+@dataclass
+class Choice:
+    """What :func:`choose_setting` decided on dev: ``index`` (in the grid: the choice; None when the
+    incumbent was kept and is not in the grid), ``best`` (the grid's best by dev margin, before the
+    incumbent's check), ``rows`` (every grid setting's dev row with its margin), ``curves`` (the dev
+    top-k curves) and, when an incumbent was given, ``over_incumbent`` (the best's dev margin minus
+    the incumbent's, with its paired bootstrap 95% interval) and ``kept_incumbent``."""
+
+    index: int | None
+    best: int
+    rows: list[dict[str, Any]]
+    curves: dict[str, list[dict[str, Any]]]
+    over_incumbent: tuple[float, tuple[float, float]] | None = None
+    kept_incumbent: bool = False
+
+
 def choose_setting(
-    rankings: Rankings, dev: Sequence[Scorable], grid: Sequence[Mapping[str, Any]] = GRID, *, tick: Callable[[], Any] | None = None
-) -> tuple[int, list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """Step 2: (the index in ``grid`` of the setting with the best margin over the dev frontier,
-    every setting's dev row with its margin, the dev top-k curves)."""
+    rankings: Rankings,
+    dev: Sequence[Scorable],
+    grid: Sequence[Mapping[str, Any]] = GRID,
+    *,
+    incumbent: Mapping[str, Any] | None = None,
+    reps: int = 2000,
+    seed: int = 0,
+    tick: Callable[[], Any] | None = None,
+) -> Choice:
+    """Step 2: the setting with the best margin over the dev frontier. With an ``incumbent`` (what
+    ships today), the best replaces it only when the paired bootstrap 95% interval of the best's dev
+    margin minus the incumbent's lies above zero: among 48 settings on a few dozen questions the best
+    is partly chosen for its luck, and the incumbent was chosen on far more questions."""
     counter = rankings.meve.token_counter
-    curves = measure_curves(rankings, dev, counter, tick=tick)
-    rows = []
+    points: Points = {}
+    curves = measure_curves(rankings, dev, counter, points=points, tick=tick)
+    rows, scores = [], []
     for setting in grid:
-        row, _ = measure_arm(rankings, dev, counter, setting, tick=tick)
+        row, per_question = measure_arm(rankings, dev, counter, setting, tick=tick)
         rows.append({**row, "margin": round(frontier.margin(row, curves), 4)})
+        scores.append(per_question)
     best = frontier.choose([{"dev": r} for r in rows], {"dev": curves}, {"dev": reference_tokens(curves)})
-    return best, rows, curves
+    if incumbent is None:
+        return Choice(best, best, rows, curves)
+    at = next((i for i, s in enumerate(grid) if dict(s) == dict(incumbent)), None)
+    if at is not None:
+        inc_row, inc_scores = rows[at], scores[at]
+    else:
+        inc_row, inc_scores = measure_arm(rankings, dev, counter, incumbent, tick=tick)
+    diff = frontier.margin(rows[best], curves) - frontier.margin(inc_row, curves)
+    interval = (0.0, 0.0) if best == at else frontier.difference_interval(scores[best], inc_scores, points, reps=reps, seed=seed)
+    kept = interval[0] <= 0
+    return Choice(at if kept else best, best, rows, curves, (round(diff, 4), (round(interval[0], 4), round(interval[1], 4))), kept)
 
 
 @dataclass
 class TuneResult:
     """What :func:`tune` chose and measured: ``config`` (the MeVeConfig to ship: the choice, or the
-    MeVe's own config when there were too few questions), ``chosen`` (the grid setting, or None),
-    ``report`` (the test split: the choice, the default and the top-k curves), ``dev`` (every grid
-    setting's dev row) and ``reason`` (why nothing was chosen, or None)."""
+    default's knobs when there were too few questions or the best on dev was not clearly better),
+    ``chosen`` (the grid setting, or None), ``report`` (the test split: the choice, the default and
+    the top-k curves), ``dev`` (every grid setting's dev row) and ``reason`` (why the default was
+    kept, or None)."""
 
     config: MeVeConfig
     chosen: dict[str, Any] | None
@@ -111,19 +152,22 @@ def tune(
     questions: str | os.PathLike[str] | Sequence[Question | Mapping[str, Any]],
     *,
     grid: Sequence[Mapping[str, Any]] = GRID,
+    incumbent: Mapping[str, Any] | None = None,
     reps: int = 2000,
     seed: int = 0,
     show_progress: bool = False,
 ) -> TuneResult:
     """Choose a setting among ``grid`` on the dev split of ``questions`` and report it on the test
-    split (module docstring). ``corpus`` and ``questions`` as :func:`meve.evaluate.evaluate`."""
+    split (module docstring). ``corpus`` and ``questions`` as :func:`meve.evaluate.evaluate`;
+    ``incumbent``: the setting kept unless the dev best is clearly better (MeVeConfig fields;
+    default: the shipped default's knobs), reported as "default"."""
     qs = as_questions(questions)
     dev_qs, test_qs = split_questions(qs)
     reason = _too_few(len(qs), len(dev_qs), len(test_qs))
     with opened(corpus) as meve:
         rankings = Rankings(meve)
         check_evidence_ids(qs, rankings.text)
-        default = shipped_default()
+        default = dict(incumbent) if incumbent is not None else shipped_default()
         split = {"split": {"dev": len(dev_qs), "test": len(test_qs), "rule": "sha256 of the id (the text when none) even: dev"}}
         if reason is not None:
             items = targets(qs, rankings.text)
@@ -132,15 +176,36 @@ def tune(
             report = Report(len(items), len(rankings.text), curves, arms, [reason], {**split, "grid_size": len(grid)})
             return TuneResult(meve.config.replace(**default), None, report, reason=reason)
         dev, test = targets(dev_qs, rankings.text), targets(test_qs, rankings.text)
-        runs = len(dev) * (len(BASELINES) * len(KS) + len(grid)) + len(test) * (len(BASELINES) * len(KS) + 2)
+        runs = len(dev) * (len(BASELINES) * len(KS) + len(grid) + 1) + len(test) * (len(BASELINES) * len(KS) + 2)
         with progress(runs, show_progress, "meve: tuning") as tick, cached_queries(meve):
-            best, rows, _ = choose_setting(rankings, dev, grid, tick=tick)
-            chosen = dict(grid[best])
-            curves, arms = run_arms(rankings, test, {"tuned": chosen, "default": default}, reps=reps, seed=seed, tick=tick)
-    notes = [
-        f"chosen on {len(dev)} dev questions among {len(grid)} settings by the best margin over the dev frontier "
-        f"(dev margin {rows[best]['margin']:+.4f}); reported on {len(test)} test questions it was not chosen on",
-        f"intervals: paired bootstrap over the {len(test)} test questions, {reps} draws, 95%",
-    ]
-    extra = {**split, "grid_size": len(grid), "chosen": chosen, "dev_margin": rows[best]["margin"]}
-    return TuneResult(meve.config.replace(**chosen), chosen, Report(len(test), len(rankings.text), curves, arms, notes, extra), rows)
+            choice = choose_setting(rankings, dev, grid, incumbent=default, reps=reps, seed=seed, tick=tick)
+            best = dict(grid[choice.best])
+            arms_to_run = {"default": default} if choice.kept_incumbent else {"tuned": best, "default": default}
+            curves, arms = run_arms(rankings, test, arms_to_run, reps=reps, seed=seed, tick=tick)
+    diff, (lo, hi) = choice.over_incumbent or (0.0, (0.0, 0.0))
+    best_line = (
+        f"the best of {len(grid)} settings on {len(dev)} dev questions ({best}) has dev margin {choice.rows[choice.best]['margin']:+.4f}, "
+        f"{diff:+.4f} over the default's (paired 95% interval {lo:+.4f} to {hi:+.4f})"
+    )
+    shipped = default if choice.kept_incumbent else best
+    extra = {
+        **split,
+        "grid_size": len(grid),
+        "chosen": shipped,
+        "kept_default": choice.kept_incumbent,
+        "dev_best": best,
+        "dev_margin": choice.rows[choice.best]["margin"],
+        "dev_over_default": [diff, [lo, hi]],
+    }
+    test_line = f"reported on {len(test)} test questions it was not chosen on; intervals: paired bootstrap, {reps} draws, 95%"
+    if choice.kept_incumbent:
+        why = (
+            f"{best_line}: the default is itself the best on dev, so it is kept"
+            if choice.best == choice.index
+            else f"{best_line}: not clearly better (the interval reaches zero), so the default is kept"
+        )
+        arms = {"tuned": arms["default"], **arms}  # the config written is the default: one run serves both rows
+        report = Report(len(test), len(rankings.text), curves, arms, [why, test_line], extra)
+        return TuneResult(meve.config.replace(**default), None, report, choice.rows, reason=why)
+    notes = [f"chosen: {best_line}, clearly better", test_line]
+    return TuneResult(meve.config.replace(**best), best, Report(len(test), len(rankings.text), curves, arms, notes, extra), choice.rows)
