@@ -682,6 +682,7 @@ def tune_facts(t: dict[str, Any]) -> dict[str, Any]:
     d = t["datasets"].values()
     ungated = sum(x.get("dev_best_beats_default", x["beats_default"]) for x in d)
     below = sum(x["test"]["arms"].get("dev_best", x["test"]["arms"]["tuned"])["margin"] < x["test"]["arms"]["default"]["margin"] for x in d)
+    written_below = sum(x["test"]["arms"]["tuned"]["margin"] < x["test"]["arms"]["default"]["margin"] for x in d)
     targets = [
         _target(
             t["on_or_above_frontier"] >= 5,
@@ -689,7 +690,7 @@ def tune_facts(t: dict[str, Any]) -> dict[str, Any]:
         ),
         _target(
             t["beats_default"] >= 3,
-            f"it beats the shipped default's test margin on {t['beats_default']} of {n} sets (target: at least 3 of 6); "
+            f"it beats the shipped default's test margin on {t['beats_default']} of {n} sets (target: at least 3 of 6) and is below it on {written_below}; "
             f"the dev best taken unchecked beats it on {ungated} and is below it on {below}.",
         ),
     ]

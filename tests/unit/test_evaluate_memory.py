@@ -71,3 +71,10 @@ def test_tune_memory_replaces_the_default_only_when_the_best_is_clearly_better_o
     assert not report.extra["kept_default"] and lo > 0 and diff > 0.5
     assert report.extra["chosen"] == report.extra["dev_best"] and report.extra["chosen"]["keep_recent"] is True
     assert config == MemoryConfig(l_max=48, **report.extra["chosen"]) and report.gain > report.extra["default_gain"]
+
+
+def test_tune_memory_says_so_when_the_dev_best_is_the_default_itself():
+    qs = [{"conversation": "c1", "question": f"What did you note for topic {i}?", "evidence_turn_ids": [f"a{i}"]} for i in range(30)]
+    default = next(s for s in MEMORY_GRID if MemoryConfig(**s) == MemoryConfig())
+    _, report = tune_memory({"c1": CONV}, qs, l_max=48, grid=[default], embedder=FakeEmbedder(), reps=50)
+    assert report.extra["kept_default"] and "it is MemoryConfig() itself" in report.notes[0]

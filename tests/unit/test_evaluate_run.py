@@ -112,11 +112,18 @@ def test_tune_ships_a_clearly_better_setting_and_reports_it_beside_the_incumbent
     assert result.config == meve.config.replace(**GRID[10]) and "clearly better" in result.report.notes[0]
 
 
+def test_when_the_dev_best_is_the_default_tune_says_so(meve):
+    result = tune(meve, QUESTIONS, grid=[shipped_default()], reps=20)
+    assert result.chosen is None and result.report.extra["dev_over_default"] == [0.0, [0.0, 0.0]]
+    assert "the default is itself the best on dev" in (result.reason or "")
+
+
 def test_with_too_few_questions_tune_keeps_the_default_and_says_why(meve):
     few = [{"question": f"Who built the running machine {i}?", "answers": ["Karl Drais"]} for i in range(MIN_QUESTIONS - 1)]
     result = tune(meve, few, reps=20)
     assert result.chosen is None and result.config == MeVeConfig() and f"at least {MIN_QUESTIONS}" in (result.reason or "")
     assert result.report.notes == [result.reason] and set(result.report.arms) == {"default"}
+    assert result.report.extra["kept_default"] and result.report.extra["chosen"] == shipped_default()
 
 
 def test_a_config_file_is_read_by_meve_and_both_adapters(tmp_path):

@@ -284,7 +284,12 @@ def tuned_report(
         f"the best of {len(choice.evidence)} settings on {dev_questions} dev questions ({choice.best}) keeps {diff:+.4f} evidence "
         f"over MemoryConfig()'s (paired 95% interval {lo:+.4f} to {hi:+.4f})"
     )
-    verdict = "not clearly better (the interval reaches zero), so MemoryConfig() is kept" if choice.kept_default else "clearly better, so it is chosen"
+    if not choice.kept_default:
+        verdict = "clearly better, so it is chosen"
+    elif MemoryConfig(l_max=l_max, **choice.best) == MemoryConfig(l_max=l_max):
+        verdict = "it is MemoryConfig() itself, so that is kept"
+    else:
+        verdict = "not clearly better (the interval reaches zero), so MemoryConfig() is kept"
     notes = [f"{line}: {verdict}; reported on {len(test)} test questions"]
     report = _report(per, "tuned", l_max, reps, seed, notes)
     default = _report(per, "default", l_max, reps, seed, [])

@@ -120,7 +120,8 @@ def choose_setting(
 class TuneResult:
     """What :func:`tune` chose and measured: ``config`` (the MeVeConfig to ship: the choice, or the
     default's knobs when there were too few questions or the best on dev was not clearly better),
-    ``chosen`` (the grid setting, or None), ``report`` (the test split: the choice, the default and
+    ``chosen`` (the grid setting written, or None when the default was kept: the report's ``chosen``
+    then holds the default's knobs, with ``kept_default`` true), ``report`` (the test split: the choice, the default and
     the top-k curves), ``dev`` (every grid setting's dev row) and ``reason`` (why the default was
     kept, or None)."""
 
@@ -173,15 +174,18 @@ def tune(
             items = targets(qs, rankings.text)
             with progress(len(items) * (len(BASELINES) * len(KS) + 1), show_progress, "meve: evaluating the default") as tick, cached_queries(meve):
                 curves, arms = run_arms(rankings, items, {"default": default}, reps=reps, seed=seed, tick=tick)
-            report = Report(len(items), len(rankings.text), curves, arms, [reason], {**split, "grid_size": len(grid)})
+            report = Report(len(items), len(rankings.text), curves, arms, [reason], {**split, "grid_size": len(grid), "chosen": default, "kept_default": True})
             return TuneResult(meve.config.replace(**default), None, report, reason=reason)
         dev, test = targets(dev_qs, rankings.text), targets(test_qs, rankings.text)
-        runs = len(dev) * (len(BASELINES) * len(KS) + len(grid) + 1) + len(test) * (len(BASELINES) * len(KS) + 2)
+        extra_dev = 0 if any(dict(g) == default for g in grid) else 1  # the default is measured apart when the grid lacks it
+        runs = len(dev) * (len(BASELINES) * len(KS) + len(grid) + extra_dev) + len(test) * (len(BASELINES) * len(KS) + 2)
         with progress(runs, show_progress, "meve: tuning") as tick, cached_queries(meve):
             choice = choose_setting(rankings, dev, grid, incumbent=default, reps=reps, seed=seed, tick=tick)
             best = dict(grid[choice.best])
             arms_to_run = {"default": default} if choice.kept_incumbent else {"tuned": best, "default": default}
             curves, arms = run_arms(rankings, test, arms_to_run, reps=reps, seed=seed, tick=tick)
+            for _ in range(len(test) * (2 - len(arms_to_run))):  # the total counted two test arms; one ran
+                tick()
     diff, (lo, hi) = choice.over_incumbent or (0.0, (0.0, 0.0))
     best_line = (
         f"the best of {len(grid)} settings on {len(dev)} dev questions ({best}) has dev margin {choice.rows[choice.best]['margin']:+.4f}, "
