@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness.splits import squad_halves
+from meve.core.durable import write_atomically
 from meve.scoring.late_interaction import LateInteractionScorer, TokenVectorCache, text_key
 from meve.scoring.protocols import Scoring
 
@@ -88,7 +89,9 @@ class DiskCachedEmbedder:
                 return
             CACHE.mkdir(parents=True, exist_ok=True)
             keys = np.array(sorted(self._index, key=self._index.__getitem__))
-            np.savez(self.path, keys=keys, vecs=np.stack(self._rows))
+            vecs = np.stack(self._rows)
+            # Atomically: a run killed mid-write, or a second benchmark process reading, sees the old file or the new one.
+            write_atomically(self.path, lambda fh: np.savez(fh, keys=keys, vecs=vecs))
             self._dirty = False
 
 
@@ -230,14 +233,9 @@ class TokenDiskCache:
         if not rows or keys <= self._on_disk:
             return False
         CACHE.mkdir(parents=True, exist_ok=True)
-        np.savez(
-            self.path,
-            keys=np.array([k for k, _, _ in rows]),
-            lengths=np.array([len(q) for _, q, _ in rows]),
-            q=np.concatenate([q for _, q, _ in rows]),
-            s=np.concatenate([s for _, _, s in rows]),
-        )
-        os.sync()
+        keys_, lengths = np.array([k for k, _, _ in rows]), np.array([len(q) for _, q, _ in rows])
+        q, s = np.concatenate([q for _, q, _ in rows]), np.concatenate([s for _, _, s in rows])
+        write_atomically(self.path, lambda fh: np.savez(fh, keys=keys_, lengths=lengths, q=q, s=s))  # old file or new, never half of one
         self._on_disk = keys
         return True
 

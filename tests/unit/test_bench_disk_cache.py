@@ -1,7 +1,10 @@
 """The benchmarks' token-vector disk cache writes only what is new: rewriting an unchanged
 multi-gigabyte file just before a timed arm is what it must not do."""
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from benchmarks.harness import common
 from meve.scoring.late_interaction import TokenVectorCache
@@ -23,6 +26,27 @@ def test_save_writes_only_when_the_cache_holds_new_texts(tmp_path, monkeypatch):
     third = TokenVectorCache()
     assert common.TokenDiskCache("t").load_into(third) == 2
     np.testing.assert_allclose(third.get("b"), loaded.get("b"))
+
+
+def test_a_save_that_dies_mid_write_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "CACHE", tmp_path)
+    cache = TokenVectorCache()
+    cache.put("a", np.ones((3, 4), dtype=np.float32))
+    common.TokenDiskCache("t").save(cache)
+    cache.put("b", np.ones((2, 4), dtype=np.float32))
+
+    def dies(file, **arrays):  # writes half a file, to a path or an open file, then dies
+        if hasattr(file, "write"):
+            file.write(b"PK\x03\x04 half a zip")
+        else:
+            Path(file).write_bytes(b"PK\x03\x04 half a zip")
+        raise RuntimeError("killed mid-write")
+
+    with monkeypatch.context() as m, pytest.raises(RuntimeError, match="killed mid-write"):
+        m.setattr(common.np, "savez", dies)
+        common.TokenDiskCache("t").save(cache)
+    loaded = TokenVectorCache()
+    assert common.TokenDiskCache("t").load_into(loaded) == 1 and "a" in loaded
 
 
 def test_entries_a_truncating_verifier_wrote_are_left_out_so_they_are_encoded_again(tmp_path, monkeypatch):
