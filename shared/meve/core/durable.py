@@ -31,14 +31,18 @@ def write_atomically(path: Path, write: bytes | Callable[[BinaryIO], object]) ->
     """Replace ``path`` with ``write`` (bytes, or a function writing to the open file) so that a
     crash at any point leaves the old file or the new one."""
     tmp = path.with_name(f"{path.name}{TMP_MARK}{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as fh:
-        if isinstance(write, bytes):
-            fh.write(write)
-        else:
-            write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            if isinstance(write, bytes):
+                fh.write(write)
+            else:
+                write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a writer that raised leaves no half file behind (a killed process does; remove_strays)
+        raise
     fsync_dir(path.parent)
 
 
