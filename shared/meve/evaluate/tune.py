@@ -186,9 +186,27 @@ def tune(
             curves, arms = run_arms(rankings, test, arms_to_run, reps=reps, seed=seed, tick=tick)
             for _ in range(len(test) * (2 - len(arms_to_run))):  # the total counted two test arms; one ran
                 tick()
+    return _result(meve.config, choice, grid, default, curves, arms, split=split, sizes=(len(dev), len(test), len(rankings.text)), reps=reps)
+
+
+def _result(
+    config: MeVeConfig,
+    choice: Choice,
+    grid: Sequence[Mapping[str, Any]],
+    default: dict[str, Any],
+    curves: dict[str, list[dict[str, Any]]],
+    arms: dict[str, dict[str, Any]],
+    *,
+    split: dict[str, Any],
+    sizes: tuple[int, int, int],
+    reps: int,
+) -> TuneResult:
+    """Step 3's result: the config written (the choice, or the default kept), the test report and its notes."""
+    n_dev, n_test, passages = sizes
+    best = dict(grid[choice.best])
     diff, (lo, hi) = choice.over_incumbent or (0.0, (0.0, 0.0))
     best_line = (
-        f"the best of {len(grid)} settings on {len(dev)} dev questions ({best}) has dev margin {choice.rows[choice.best]['margin']:+.4f}, "
+        f"the best of {len(grid)} settings on {n_dev} dev questions ({best}) has dev margin {choice.rows[choice.best]['margin']:+.4f}, "
         f"{diff:+.4f} over the default's (paired 95% interval {lo:+.4f} to {hi:+.4f})"
     )
     shipped = default if choice.kept_incumbent else best
@@ -201,7 +219,7 @@ def tune(
         "dev_margin": choice.rows[choice.best]["margin"],
         "dev_over_default": [diff, [lo, hi]],
     }
-    test_line = f"reported on {len(test)} test questions it was not chosen on; intervals: paired bootstrap, {reps} draws, 95%"
+    test_line = f"reported on {n_test} test questions it was not chosen on; intervals: paired bootstrap, {reps} draws, 95%"
     if choice.kept_incumbent:
         why = (
             f"{best_line}: the default is itself the best on dev, so it is kept"
@@ -209,7 +227,7 @@ def tune(
             else f"{best_line}: not clearly better (the interval reaches zero), so the default is kept"
         )
         arms = {"tuned": arms["default"], **arms}  # the config written is the default: one run serves both rows
-        report = Report(len(test), len(rankings.text), curves, arms, [why, test_line], extra)
-        return TuneResult(meve.config.replace(**default), None, report, choice.rows, reason=why)
+        report = Report(n_test, passages, curves, arms, [why, test_line], extra)
+        return TuneResult(config.replace(**default), None, report, choice.rows, reason=why)
     notes = [f"chosen: {best_line}, clearly better", test_line]
-    return TuneResult(meve.config.replace(**best), best, Report(len(test), len(rankings.text), curves, arms, notes, extra), choice.rows)
+    return TuneResult(config.replace(**best), best, Report(n_test, passages, curves, arms, notes, extra), choice.rows)
