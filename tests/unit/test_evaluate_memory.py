@@ -78,3 +78,18 @@ def test_tune_memory_says_so_when_the_dev_best_is_the_default_itself():
     default = next(s for s in MEMORY_GRID if MemoryConfig(**s) == MemoryConfig())
     _, report = tune_memory({"c1": CONV}, qs, l_max=48, grid=[default], embedder=FakeEmbedder(), reps=50)
     assert report.extra["kept_default"] and "it is MemoryConfig() itself" in report.notes[0]
+
+
+def test_a_config_given_twice_is_replayed_once_per_question(monkeypatch):
+    from meve.evaluate import replay
+    from meve.evaluate.memory import choose_memory, prepare
+
+    qs = [{"conversation": "c1", "question": f"What did you note for topic {i}?", "evidence_turn_ids": [f"a{i}"]} for i in range(10)]
+    dev, counter = prepare({"c1": CONV}, qs, FakeEmbedder(), None)
+    calls = []
+    real = replay.Replay.memory
+    monkeypatch.setattr(replay.Replay, "memory", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    grid = MEMORY_GRID[:4]  # the fourth is MemoryConfig() itself, which the choice also measures as "default"
+    assert any(MemoryConfig(**s) == MemoryConfig() for s in grid)
+    choice = choose_memory(dev, counter, grid, 48, reps=20)
+    assert len(calls) == len(dev) * len(grid) and choice.default_evidence in choice.evidence

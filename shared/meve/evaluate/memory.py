@@ -166,8 +166,13 @@ def prepare(conversations: Mapping[str, Sequence[Any]], questions: Sequence[Any]
 def _arms(prepared: Prepared, counter: Any, configs: Mapping[str, MemoryConfig], l_max: int) -> dict[str, list[tuple[float, int]]]:
     """Per arm, per question: (evidence kept, tokens) for each memory config and each fill."""
     out: dict[str, list[tuple[float, int]]] = {name: [] for name in [*configs, *FILLS]}
+    # A config equal to an earlier one (the default is also in the grid; a kept default is also "tuned") is replayed once.
+    first = {name: next(n for n, c in configs.items() if c == cfg) for name, cfg in configs.items()}
     for rp, q, qv, by_id in prepared:
         for name, cfg in configs.items():
+            if first[name] != name:
+                out[name].append(out[first[name]][-1])
+                continue
             _, text = rp.memory(q.text, qv, cfg)
             out[name].append((_kept(q, text, by_id), counter.count(text)))
         dated = decide_dates("auto", q.text)[0]  # a fill is dated as the default memory dates: for a question about time

@@ -80,6 +80,11 @@ class Choice:
     kept_incumbent: bool = False
 
 
+def _position(grid: Sequence[Mapping[str, Any]], setting: Mapping[str, Any]) -> int | None:
+    """Where ``setting`` stands in ``grid`` (the same knobs and values), or None."""
+    return next((i for i, s in enumerate(grid) if dict(s) == dict(setting)), None)
+
+
 def choose_setting(
     rankings: Rankings,
     dev: Sequence[Scorable],
@@ -105,7 +110,7 @@ def choose_setting(
     best = frontier.choose([{"dev": r} for r in rows], {"dev": curves}, {"dev": reference_tokens(curves)})
     if incumbent is None:
         return Choice(best, best, rows, curves)
-    at = next((i for i, s in enumerate(grid) if dict(s) == dict(incumbent)), None)
+    at = _position(grid, incumbent)
     if at is not None:
         inc_row, inc_scores = rows[at], scores[at]
     else:
@@ -177,7 +182,7 @@ def tune(
             report = Report(len(items), len(rankings.text), curves, arms, [reason], {**split, "grid_size": len(grid), "chosen": default, "kept_default": True})
             return TuneResult(meve.config.replace(**default), None, report, reason=reason)
         dev, test = targets(dev_qs, rankings.text), targets(test_qs, rankings.text)
-        extra_dev = 0 if any(dict(g) == default for g in grid) else 1  # the default is measured apart when the grid lacks it
+        extra_dev = 0 if _position(grid, default) is not None else 1  # the default is measured apart when the grid lacks it
         runs = len(dev) * (len(BASELINES) * len(KS) + len(grid) + extra_dev) + len(test) * (len(BASELINES) * len(KS) + 2)
         with progress(runs, show_progress, "meve: tuning") as tick, cached_queries(meve):
             choice = choose_setting(rankings, dev, grid, incumbent=default, reps=reps, seed=seed, tick=tick)
