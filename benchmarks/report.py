@@ -729,6 +729,70 @@ def tune_facts(t: dict[str, Any]) -> dict[str, Any]:
     return {"table": table(rows), "memory_table": table(memory), "targets": targets, "t": t}
 
 
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def _shares(s: Mapping[str, float]) -> str:
+    return f"{s['beats']:.2f} / {s['ties']:.2f} / {s['below']:.2f}"
+
+
+def _ceiling_row(name: str, d: Mapping[str, Any], grid: int, first: Mapping[str, str]) -> dict[str, str]:
+    """A set's row of the tune-ceiling tables: ``first`` (its own columns) after the set's name."""
+    ceiling = d["ceiling"]
+    return {
+        "set": NAMES.get(name, name),
+        **first,
+        "settings above the default on test": f"{d['settings_above_default_on_test']} of {grid}",
+        "ceiling: the best on test, over the default [95% CI]": _ci(ceiling["over_default"], ceiling["ci95"]),
+        "draws of 50, checked: beats / ties / below": _shares(d["gated_share"]) + ("" if d["draws"] > 1 else " (one draw: every dev question)"),
+        "unchecked: beats / ties / below": _shares(d["unchecked_share"]),
+    }
+
+
+def ceiling_facts(c: dict[str, Any]) -> dict[str, Any]:
+    """How often a tuner on 50 dev questions beats the default, and its grid's ceiling on test
+    (``benchmarks/tune_ceiling.py``, issue 50): a row per set, context and memory."""
+    rows = []
+    for name, d in c["datasets"].items():
+        written = "default" if d["all_dev"]["kept_default"] else knobs(d["all_dev"]["setting"])
+        own = {
+            "default's test margin": f"{d['default_test_margin']:+.4f}",
+            "the first 50 (the tune run's draw): over the default": f"{d['first_50']['over_default']:+.4f}",
+            "all dev questions: written, over the default": f"{written}, {d['all_dev']['over_default']:+.4f}",
+        }
+        rows.append(_ceiling_row(name, d, 48, own))
+    memory = [
+        _ceiling_row(
+            name,
+            d,
+            18,
+            {
+                "dev / test questions": f"{d['dev_questions']} / {d['test_questions']}",
+                "all dev questions: over the default": ("default kept, " if d["all_dev"]["kept_default"] else "") + f"{d['all_dev']['over_default']:+.4f}",
+            },
+        )
+        for name, d in c.get("memory", {}).get("datasets", {}).items()
+    ]
+    sets = list(c["datasets"].values())
+    rules = [k.removesuffix("_share") for k in sets[0] if k.endswith("_share")]
+    words = {"gated": "the dev check (`meve tune`: the 95% interval of the lead above zero)", "unchecked": "unchecked (the dev best)"}
+    rule_rows = [
+        {
+            "rule": words.get(r, f"the dev best when it leads on more than {r.removeprefix('lead_')} of the draws"),
+            "expected sets beaten (of 6)": c[f"expected_sets_beaten_{r}"],
+            "expected sets below": c[f"expected_sets_below_{r}"],
+            "test: mean over the default, per set": ", ".join(f"{d[f'{r}_mean_over_default']:+.4f}" for d in sets),
+            "dev holdout: mean over the default": f"{_mean([d[f'{r}_holdout_over_default'] for d in sets if f'{r}_holdout_over_default' in d]):+.4f}",
+        }
+        for r in rules
+    ]
+    lodo = "; ".join(
+        f"{NAMES.get(n, n)} {d['lodo_rule']['rule']} ({d['lodo_rule']['test_over_default']:+.4f})" for n, d in c["datasets"].items() if "lodo_rule" in d
+    )
+    return {"table": table(rows), "memory_table": table(memory), "rules_table": table(rule_rows), "lodo": lodo, "c": c}
+
+
 def environment() -> Any:
     """The templates' Jinja environment: strict (a missing fact is an error, not an empty string)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -748,6 +812,7 @@ def write() -> Path:
         facts["frontier_png"] = frontier_plot(res["context"])
     facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
     facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None
+    facts["ceiling"] = ceiling_facts(res["tune_ceiling"]) if "tune_ceiling" in res else None
     if "memory_lodo" in res:
         facts["memory"] = memory_facts(res["memory_lodo"])
     facts["memory_heldout"] = memory_heldout_facts(res["memory_heldout"]) if "memory_heldout" in res else None

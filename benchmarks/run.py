@@ -5,6 +5,7 @@
     python -m benchmarks.run --full --data /path/to/data --only context,memory_lodo
     python -m benchmarks.run --full --only context_long   (long-chunk variants: only when named)
     python -m benchmarks.run --full --only tune           (`meve tune` on each context set, issue 50: only when named)
+    python -m benchmarks.run --full --only tune_ceiling   (how often a tune on 50 questions can beat the default: only when named)
 
 Data come from ../shared/data by default (hotpotqa/, wikipedia/, locomo/); pass --data elsewhere.
 Embeddings are cached under benchmarks/.cache, so no text is embedded twice across runs.
@@ -20,6 +21,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
+from benchmarks.harness.data import CONTEXT_SETS
 
 SECTIONS = (
     "context",
@@ -41,13 +43,15 @@ SECTIONS = (
     "scale",
     "onnx",
     "tune_memory",
+    "tune_ceiling",
 )
 # Run only when named in --only: the context protocol again on three long-chunk variants (hours with --full);
 # `meve tune` measured on each context set (issue 50: 50 dev questions each, reported on the test split);
 # the ONNX Runtime probe (issue 49: exports MiniLM to a temporary folder); tune's memory half alone (kept beside
 # the context half already in tune.json, with its own command and date); the memory held-out check (issue 48:
-# a second LongMemEval_S sample, read once; its run must not be repeated to choose anything).
-OPT_IN = ("context_long", "tune", "onnx", "tune_memory", "memory_heldout")
+# a second LongMemEval_S sample, read once; its run must not be repeated to choose anything); how often a
+# tuner on 50 dev questions can beat the default, and the ceiling of its grid (issue 50; about 40 minutes).
+OPT_IN = ("context_long", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
 
 
 def main() -> None:
@@ -115,6 +119,13 @@ def main() -> None:
         memory["command"], memory["date"] = command, datetime.now(timezone.utc).isoformat(timespec="seconds")
         (RESULTS / "tune.json").write_text(json.dumps({**kept, "memory": memory}, indent=2, default=str))
         print("wrote benchmarks/results/tune.json (memory half)", flush=True)
+    if "tune_ceiling" in only:
+        from benchmarks import tune_ceiling
+
+        started = time.perf_counter()
+        sets = tune_ceiling.collect(data, CONTEXT_SETS, dev_limit=200 if full else 40, test_limit=300 if full else 40)
+        found = {**tune_ceiling.analyse(sets), "protocol": tune_ceiling.__doc__, "memory": tune_ceiling.analyse_memory(data)}
+        save("tune_ceiling", {**found, "elapsed_s": round(time.perf_counter() - started, 1)})
     if "onnx" in only:
         from benchmarks import onnx_probe
 
