@@ -111,3 +111,76 @@ def test_tune_without_labels_writes_the_calibrated_config_and_a_report_that_stat
     capsys.readouterr()
     assert main(["query", "How often should I oil the chain?", "--db", str(db), "--config", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["tau"] == config["tau"]
+
+
+PLACES = [
+    "Varna",
+    "Oslo",
+    "Tartu",
+    "Cadiz",
+    "Bergen",
+    "Porto",
+    "Lyon",
+    "Gdansk",
+    "Split",
+    "Turku",
+    "Malmo",
+    "Bari",
+    "Riga",
+    "Brno",
+    "Graz",
+    "Ghent",
+    "Nantes",
+    "Kiel",
+    "Pula",
+    "Vigo",
+    "Aarhus",
+    "Basel",
+    "Cork",
+    "Trier",
+    "Lucca",
+]
+TOWN_LIFE = [
+    "The weather that spring was mild and the fishing fleet stayed out late",
+    "Local records mention a market held every second Thursday",
+    "Travellers often remarked on the smell of tar near the docks",
+    "The town council debated the price of salt for several weeks",
+    "A choir rehearsed in the old hall on winter evenings",
+    "Children gathered shells along the northern beach after storms",
+    "Merchants traded wool, timber and dried fish along the coast",
+    "Bells from the cathedral marked each hour across the square",
+]
+
+
+def test_tune_writes_a_clearly_better_setting_when_dev_shows_it(tmp_path, capsys):
+    """Each passage: one fact among eight sentences of town life; each question asks for the fact
+    (its evidence sentence). Whole passages cost eight times what the evidence needs, so on dev a
+    pruning setting clearly beats the default, and tune writes it."""
+    passages, questions = tmp_path / "passages.jsonl", tmp_path / "qs.jsonl"
+    facts = [
+        f"The harbour master of {place} painted the gate {('teal', 'ochre', 'violet', 'amber')[i % 4]} in {1880 + 3 * i}." for i, place in enumerate(PLACES)
+    ]
+    texts = [
+        " ".join([*(f"{s} in {place}." for s in TOWN_LIFE[:4]), fact, *(f"{s} in {place}." for s in TOWN_LIFE[4:])])
+        for place, fact in zip(PLACES, facts, strict=True)
+    ]
+    passages.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    questions.write_text(
+        "".join(
+            json.dumps({"question": f"What colour did the harbour master of {p} paint the gate?", "evidence_sentences": [f]}) + "\n"
+            for p, f in zip(PLACES, facts, strict=True)
+        )
+    )
+    db, out = tmp_path / "db", tmp_path / "out" / "meve.json"
+    assert main(["index", str(passages), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["tune", "--db", str(db), "--questions", str(questions), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    report, config = json.loads((tmp_path / "out" / "meve.report.json").read_text()), json.loads(out.read_text())
+    assert f"chosen on {report['split']['dev']} dev questions" in printed and "kept the default" not in printed
+    assert (
+        not report["kept_default"] and report["dev_over_default"][1][0] > 0 and report["chosen"] == report["dev_best"] != report["arms"]["default"]["setting"]
+    )
+    assert config["prune"] == "scorer" and report["arms"]["tuned"]["margin"] > report["arms"]["default"]["margin"]
+    assert main(["query", "What colour did the harbour master of Oslo paint the gate?", "--db", str(db), "--config", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["prune"] == "scorer"
