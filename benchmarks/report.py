@@ -746,6 +746,7 @@ def _ceiling_row(name: str, d: Mapping[str, Any], grid: int, first: Mapping[str,
         "settings above the default on test": f"{d['settings_above_default_on_test']} of {grid}",
         "ceiling: the best on test, over the default [95% CI]": _ci(ceiling["over_default"], ceiling["ci95"]),
         "draws of 50, checked: beats / ties / below": _shares(d["gated_share"]) + ("" if d["draws"] > 1 else " (one draw: every dev question)"),
+        "checked: kept the default": f"{d['gated_kept_default']:.2f}" if "gated_kept_default" in d else "",
         "unchecked: beats / ties / below": _shares(d["unchecked_share"]),
     }
 
@@ -787,10 +788,44 @@ def ceiling_facts(c: dict[str, Any]) -> dict[str, Any]:
         }
         for r in rules
     ]
+    reading = _ceiling_reading(c, rules)
     lodo = "; ".join(
-        f"{NAMES.get(n, n)} {d['lodo_rule']['rule']} ({d['lodo_rule']['test_over_default']:+.4f})" for n, d in c["datasets"].items() if "lodo_rule" in d
+        f"{NAMES.get(n, n)} {d['lodo_rule']['rule'].replace('lead_', 'lead > ')} ({d['lodo_rule']['test_over_default']:+.4f})"
+        for n, d in c["datasets"].items()
+        if "lodo_rule" in d
     )
-    return {"table": table(rows), "memory_table": table(memory), "rules_table": table(rule_rows), "lodo": lodo, "c": c}
+    return {"table": table(rows), "memory_table": table(memory), "rules_table": table(rule_rows), "lodo": lodo, "reading": reading, "c": c}
+
+
+def _ceiling_reading(c: Mapping[str, Any], rules: Sequence[str]) -> dict[str, Any]:
+    """The figures the tune-ceiling section's reading quotes: the sets with little to find (the
+    best on test under +0.01, its interval reaching zero), the sets whose test ceiling no rule
+    finds on the dev holdouts, the rule closest to three sets, and what the check trades."""
+    sets = c["datasets"]
+    flat = {n: d for n, d in sets.items() if d["ceiling"]["over_default"] < 0.01 and d["ceiling"]["ci95"][0] <= 0}
+    unseen = []
+    for n, d in sets.items():
+        held = [d[f"{r}_holdout_over_default"] for r in rules if f"{r}_holdout_over_default" in d]
+        if held and max(held) <= 0.001 and d["ceiling"]["ci95"][0] > 0:
+            unseen.append(
+                f"{NAMES.get(n, n)} (dev holdouts {min(held):+.4f} to {max(held):+.4f}; test ceiling {_ci(d['ceiling']['over_default'], d['ceiling']['ci95'])})"
+            )
+    closest = max(rules, key=lambda r: c[f"expected_sets_beaten_{r}"])
+    looser = [_mean([d[f"{r}_holdout_over_default"] for d in sets.values() if f"{r}_holdout_over_default" in d]) for r in rules if r != "gated"]
+    return {
+        "flat": ", ".join(
+            f"{NAMES.get(n, n)} {d['ceiling']['over_default']:+.4f} ({d['settings_above_default_on_test']} of 48 settings above the default)"
+            for n, d in flat.items()
+        ),
+        "flat_count": len(flat),
+        "rich": ", ".join(NAMES.get(n, n) for n in sets if n not in flat),
+        "unseen": "; ".join(unseen) or "none",
+        "closest": f"{closest} ({c[f'expected_sets_beaten_{closest}']} sets, below the default on {c[f'expected_sets_below_{closest}']})",
+        "trade": f"{c['expected_sets_beaten_unchecked'] - c['expected_sets_beaten_gated']:.2f} expected wins for "
+        f"{c['expected_sets_below_unchecked'] - c['expected_sets_below_gated']:.2f} fewer expected losses",
+        "looser": f"{min(looser):+.4f} to {max(looser):+.4f}",
+        "gated": f"{_mean([d['gated_holdout_over_default'] for d in sets.values() if 'gated_holdout_over_default' in d]):+.4f}",
+    }
 
 
 def environment() -> Any:

@@ -13,26 +13,34 @@ gate) on many draws, and the ceiling any choice from the grid could reach:
 3. **More questions**: the choice made on all 200 dev questions, with the gate, and its test margin
    minus the default's.
 4. **The chance**: ``draws`` random draws of 50 of the 200 dev questions (seeded); on each, the
-   gated choice and the unchecked dev best; the share of draws whose choice beats the default's
-   test margin, ties it (the default kept, or a setting with the same margin) or loses to it. The
-   sum over the six sets of the share that beats is the expected number of sets a tuner on 50
-   questions beats the default on: the target asks for three.
+   gated choice (the library's rule: the same tie rule, reference tokens, bootstrap seed and 2,000
+   draws; the study's means are not rounded to 4 places as the library's rows are, which can only
+   matter at the edge of the 0.002 tie window) and the unchecked dev best; the share of draws whose
+   choice beats the default's test margin, ties it (the default kept, or a setting with the same
+   margin) or loses to it, and the share that kept the default. The sum over the six sets of the
+   share that beats is the expected number of sets a tuner on 50 questions beats the default on:
+   the target asks for three. Rules between the two (the dev best when it leads the default on
+   more than 0.5, 0.75 or 0.9 of the bootstrap draws) are measured on the same draws, on test and
+   on the dev questions outside each draw (a choice of rule that sees no test question).
 
-Memory (``--memory``): the same on each memory set at 512 tokens over
+Memory (:func:`analyse_memory`): the same on each memory set at 512 tokens over
 :data:`meve.evaluate.memory.MEMORY_GRID` (18 settings), evidence kept (the tune benchmark's metric),
 the default being ``MemoryConfig()``; a set with at most 50 dev questions has one draw (all of them).
 
-Nothing here chooses anything that ships; it measures a procedure. Per-question scores are cached in
-``benchmarks/.cache/tune_ceiling/`` (a rerun only redoes the analysis).
+Nothing here chooses anything that ships; it measures a procedure. The context half's per-question
+scores are cached in ``benchmarks/.cache/tune_ceiling/`` (named by the grid's hash; a rerun redoes
+the analysis); the memory half replays every time (minutes).
 
-    python -m benchmarks.tune_ceiling --out benchmarks/results/tune_ceiling.json
-    python -m benchmarks.tune_ceiling --memory --out benchmarks/results/tune_ceiling_memory.json
+    python -m benchmarks.run --full --only tune_ceiling              # benchmarks/results/tune_ceiling.json
+    python -m benchmarks.tune_ceiling --sets wikiqa --draws 20       # a look, printed (nothing saved)
+    python -m benchmarks.tune_ceiling --memory --draws 20
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +57,8 @@ from meve.evaluate.tune import GRID, shipped_default
 __all__ = ["analyse", "analyse_memory", "collect", "main"]
 
 CACHE = Path(__file__).parent / ".cache" / "tune_ceiling"
+#: cached scores belong to one grid: a changed grid is scored again, never read against the old one
+GRID_TAG = hashlib.sha256(json.dumps(GRID, sort_keys=True).encode()).hexdigest()[:8]
 Split = dict[str, Any]  # {"arms": (settings, n, 2), "points": {ranking: [(k, (n, 2))]}}
 
 
@@ -84,7 +94,7 @@ def collect(data: Path, names: Sequence[str], dev_limit: int = 200, test_limit: 
 
     out: dict[str, dict[str, Split]] = {}
     limits = {"dev": dev_limit, "test": test_limit}
-    todo = [n for n in names if not all((CACHE / f"{n}-{s}-{limits[s]}.npz").exists() for s in limits)]
+    todo = [n for n in names if not all((CACHE / f"{n}-{s}-{limits[s]}-{GRID_TAG}.npz").exists() for s in limits)]
     if todo:
         li, disk = default_verifier()
         sets = load_sets(data, dev_limit, test_limit, todo)
@@ -92,7 +102,7 @@ def collect(data: Path, names: Sequence[str], dev_limit: int = 200, test_limit: 
     for name in names:
         out[name] = {}
         for split in ("dev", "test"):
-            path = CACHE / f"{name}-{split}-{limits[split]}.npz"
+            path = CACHE / f"{name}-{split}-{limits[split]}-{GRID_TAG}.npz"
             if not path.exists():
                 part = sets[name].splits[split]
                 corpus = Corpus(f"{name}-{split}", part.ids, part.texts, li)
@@ -152,19 +162,23 @@ Choose = Callable[[np.ndarray], dict[str, int]]
 Holdout = Callable[[np.ndarray], np.ndarray]
 
 
-def _draws(choose: Choose, over: np.ndarray, n_dev: int, dev_size: int, draws: int, rng: np.random.Generator, holdout: Holdout | None = None) -> dict[str, Any]:
-    """Step 4 on one set: ``choose(idx)`` gives each rule's pick on dev questions ``idx``,
-    ``over[pick]`` that pick's test figure minus the default's, and ``holdout(idx)`` (when given)
+def _draws(
+    choose: Choose, over: np.ndarray, n_dev: int, dev_size: int, draws: int, rng: np.random.Generator, default: int, holdout: Holdout | None = None
+) -> dict[str, Any]:
+    """Step 4 on one set: ``choose(idx)`` gives each rule's pick on dev questions ``idx`` (``default``:
+    the pick that keeps the default), ``over[pick]`` that pick's test figure minus the default's, and ``holdout(idx)`` (when given)
     every setting's figure minus the default's on the dev questions outside ``idx``; a set with at
     most ``dev_size`` dev questions has one draw, all of them."""
     n_draws = 1 if n_dev <= dev_size else draws
     gains: dict[str, list[float]] = {}
     held: dict[str, list[float]] = {}
+    kept: dict[str, int] = {}
     for _ in range(n_draws):
         idx = np.arange(n_dev) if n_dev <= dev_size else rng.choice(n_dev, dev_size, replace=False)
         rest = holdout(idx) if holdout is not None and n_dev > dev_size else None
         for label, pick in choose(idx).items():
             gains.setdefault(label, []).append(float(over[pick]))
+            kept[label] = kept.get(label, 0) + (pick == default)
             if rest is not None:
                 held.setdefault(label, []).append(float(rest[pick]))
     out: dict[str, Any] = {"draws": n_draws}
@@ -172,6 +186,7 @@ def _draws(choose: Choose, over: np.ndarray, n_dev: int, dev_size: int, draws: i
         outcomes = [_outcome(x) for x in g]
         out[f"{label}_share"] = {k: round(outcomes.count(k) / n_draws, 3) for k in ("beats", "ties", "below")}
         out[f"{label}_mean_over_default"] = round(float(np.mean(g)), 4)
+        out[f"{label}_kept_default"] = round(kept[label] / n_draws, 3)
         if label in held:
             out[f"{label}_holdout_over_default"] = round(float(np.mean(held[label])), 4)
     return out
@@ -188,6 +203,8 @@ def _lodo_rule(out: dict[str, Any]) -> dict[str, Any]:
     the other sets' dev holdouts (the dev questions outside each draw), and its test figures there."""
     sets = out["datasets"]
     rules = [k.removesuffix("_holdout_over_default") for k in next(iter(sets.values())) if k.endswith("_holdout_over_default")]
+    if not rules:  # no set had more dev questions than a draw: nothing held out to choose a rule on
+        return out
     for name, d in sets.items():
         others = [n for n in sets if n != name and f"{rules[0]}_holdout_over_default" in sets[n]]
         if not others:
@@ -208,7 +225,7 @@ def _expected(out: dict[str, Any], tag: str) -> dict[str, Any]:
     return out
 
 
-def analyse(per_set: Mapping[str, Mapping[str, Split]], dev_size: int = 50, draws: int = 200, reps: int = 1000, seed: int = 0) -> dict[str, Any]:
+def analyse(per_set: Mapping[str, Mapping[str, Split]], dev_size: int = 50, draws: int = 200, reps: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Steps 2-4 (module docstring)."""
     default = next(i for i, s in enumerate(GRID) if s == shipped_default())
     rng = np.random.default_rng(seed)
@@ -220,8 +237,8 @@ def analyse(per_set: Mapping[str, Mapping[str, Split]], dev_size: int = 50, draw
         over = test_margins - test_margins[default]
         oracle = int(np.argmax(test_margins))
         oracle_ci = frontier.difference_interval(test["arms"][oracle], test["arms"][default], {k: list(v) for k, v in test["points"].items()}, reps=2000)
-        all_dev = _choose(dev, np.arange(n_dev), default, 2000)["gated"]
-        first = _choose(dev, np.arange(min(dev_size, n_dev)), default, 2000)  # benchmarks/tune.py's draw
+        all_dev = _choose(dev, np.arange(n_dev), default, reps)["gated"]
+        first = _choose(dev, np.arange(min(dev_size, n_dev)), default, reps)  # benchmarks/tune.py's draw
         out["datasets"][name] = {
             "dev_questions": n_dev,
             "test_questions": n_test,
@@ -230,7 +247,16 @@ def analyse(per_set: Mapping[str, Mapping[str, Split]], dev_size: int = 50, draw
             "ceiling": {"setting": GRID[oracle], "over_default": round(float(over[oracle]), 4), "ci95": [round(x, 4) for x in oracle_ci]},
             "all_dev": {"setting": GRID[all_dev], "kept_default": all_dev == default, "over_default": round(float(over[all_dev]), 4)},
             "first_50": {"written": GRID[first["gated"]], "dev_best": GRID[first["unchecked"]], "over_default": round(float(over[first["gated"]]), 4)},
-            **_draws(functools.partial(_choose, dev, default=default, reps=reps), over, n_dev, dev_size, draws, rng, functools.partial(_holdout, dev, default)),
+            **_draws(
+                functools.partial(_choose, dev, default=default, reps=reps),
+                over,
+                n_dev,
+                dev_size,
+                draws,
+                rng,
+                default,
+                functools.partial(_holdout, dev, default),
+            ),
         }
     return _lodo_rule(_expected(out, ""))
 
@@ -256,13 +282,13 @@ def _memory_evidence(data: Path, name: str, l_max: int) -> dict[str, np.ndarray]
     return out
 
 
-def _memory_choose(dev: np.ndarray, idx: np.ndarray) -> dict[str, int]:
+def _memory_choose(dev: np.ndarray, idx: np.ndarray, reps: int = 2000) -> dict[str, int]:
     """What ``choose_memory`` does on dev questions ``idx`` (rows: the grid, then the default):
     the gated pick (the default's row when kept) and the unchecked one."""
     from meve.evaluate.frontier import gain_interval
 
     best = int(np.argmax(dev[:-1, idx].mean(axis=1)))  # ties to the earlier setting, as choose_memory
-    lo, _ = gain_interval(dev[best, idx], {"default": dev[-1, idx]}, reps=1000)
+    lo, _ = gain_interval(dev[best, idx], {"default": dev[-1, idx]}, reps=reps)
     return {"gated": len(dev) - 1 if lo <= 0 else best, "unchecked": best}
 
 
@@ -291,30 +317,25 @@ def analyse_memory(
                 "ci95": [round(x, 4) for x in gain_interval(test[oracle], {"d": test[-1]})],
             },
             "all_dev": {"kept_default": all_dev == len(dev) - 1, "over_default": round(float(over[all_dev]), 4)},
-            **_draws(functools.partial(_memory_choose, dev), over, dev.shape[1], dev_size, draws, rng),
+            **_draws(functools.partial(_memory_choose, dev), over, dev.shape[1], dev_size, draws, rng, len(dev) - 1),
         }
     return _expected(out, " memory")
 
 
 def main() -> None:
+    """A look at a few sets, printed; the results file is written by ``benchmarks.run`` (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="folder holding the data sets (default ../shared/data)")
-    parser.add_argument("--sets", default=",".join(CONTEXT_SETS))
+    parser.add_argument("--sets", help="comma-separated sets (default: the six context sets, or the four memory sets with --memory)")
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--memory", action="store_true")
-    parser.add_argument("--out")
     args = parser.parse_args()
-    t0 = time.perf_counter()
+    data = data_dir(args.data)
     if args.memory:
-        result = analyse_memory(data_dir(args.data), draws=args.draws)
+        result = analyse_memory(data, **({"names": args.sets.split(",")} if args.sets else {}), draws=args.draws)
     else:
-        result = analyse(collect(data_dir(args.data), args.sets.split(",")), draws=args.draws)
-    result["elapsed_s"] = round(time.perf_counter() - t0, 1)
-    result["protocol"] = __doc__
-    text = json.dumps(result, indent=1, default=str)
-    if args.out:
-        Path(args.out).write_text(text)
-    print(json.dumps({k: v for k, v in result.items() if k != "protocol"}, indent=1, default=str))
+        result = analyse(collect(data, args.sets.split(",") if args.sets else CONTEXT_SETS), draws=args.draws)
+    print(json.dumps(result, indent=1, default=str))
 
 
 if __name__ == "__main__":
