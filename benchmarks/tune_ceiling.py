@@ -138,7 +138,6 @@ def _choose(split: Split, idx: np.ndarray, default: int, reps: int) -> dict[str,
     """Each rule's pick on the questions ``idx``: "gated" (what ``choose_setting`` does: the dev
     best when the paired bootstrap 95% interval of its lead lies above zero), "unchecked" (the dev
     best) and "lead L" for each of LEVELS (the dev best when it leads on more than L of the draws)."""
-    from meve.evaluate.frontier import _margin_draws  # the draws behind difference_interval: one bootstrap serves every rule
     from meve.evaluate.report import reference_tokens
 
     curves = _curves(split["points"], idx)
@@ -148,8 +147,7 @@ def _choose(split: Split, idx: np.ndarray, default: int, reps: int) -> dict[str,
     if best == default:
         return {"gated": default, "unchecked": best, **{f"lead_{c}": default for c in LEVELS}}
     points = {name: [(k, q[idx]) for k, q in pts] for name, pts in split["points"].items()}
-    draws = _margin_draws([split["arms"][best, idx], split["arms"][default, idx]], points, reps, 0)
-    lead = draws[:, 0] - draws[:, 1]
+    lead = frontier.difference_draws(split["arms"][best, idx], split["arms"][default, idx], points, reps=reps)  # one bootstrap serves every rule
     gated = best if np.quantile(lead, 0.025) > 0 else default
     return {"gated": gated, "unchecked": best, **{f"lead_{c}": best if (lead > 0).mean() > c else default for c in LEVELS}}
 
@@ -283,13 +281,13 @@ def _memory_evidence(data: Path, name: str, l_max: int) -> dict[str, np.ndarray]
 
 
 def _memory_choose(dev: np.ndarray, idx: np.ndarray, reps: int = 2000) -> dict[str, int]:
-    """What ``choose_memory`` does on dev questions ``idx`` (rows: the grid, then the default):
-    the gated pick (the default's row when kept) and the unchecked one."""
-    from meve.evaluate.frontier import gain_interval
+    """``choose_memory``'s rule (:func:`meve.evaluate.memory.pick_by_evidence`) on dev questions
+    ``idx`` (rows: the grid, then the default): the gated pick (the default's row when kept) and
+    the unchecked one."""
+    from meve.evaluate.memory import pick_by_evidence
 
-    best = int(np.argmax(dev[:-1, idx].mean(axis=1)))  # ties to the earlier setting, as choose_memory
-    lo, _ = gain_interval(dev[best, idx], {"default": dev[-1, idx]}, reps=reps)
-    return {"gated": len(dev) - 1 if lo <= 0 else best, "unchecked": best}
+    best, _, kept = pick_by_evidence(dev[:-1, idx].tolist(), dev[-1, idx].tolist(), reps=reps)
+    return {"gated": len(dev) - 1 if kept else best, "unchecked": best}
 
 
 def analyse_memory(

@@ -16,7 +16,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TIE", "Scores", "choose", "difference_interval", "envelope_at", "frontier_at", "gain_interval", "margin", "margin_interval", "tokens_for"]
+__all__ = [
+    "TIE",
+    "Scores",
+    "choose",
+    "difference_draws",
+    "difference_interval",
+    "envelope_at",
+    "frontier_at",
+    "gain_interval",
+    "margin",
+    "margin_interval",
+    "tokens_for",
+]
 
 TIE = 0.002
 Row = Mapping[str, Any]
@@ -104,13 +116,19 @@ def margin_interval(
     return float(lo), float(hi)
 
 
+def difference_draws(arm: Scores, other: Scores, curves: Mapping[str, Sequence[tuple[int, Scores]]], *, reps: int = 2000, seed: int = 0) -> np.ndarray:
+    """``arm``'s margin minus ``other``'s on each of ``reps`` paired bootstrap draws of the questions
+    (the draws behind :func:`difference_interval`)."""
+    draws = _margin_draws([arm, other], curves, reps, seed)
+    return draws[:, 0] - draws[:, 1]
+
+
 def difference_interval(
     arm: Scores, other: Scores, curves: Mapping[str, Sequence[tuple[int, Scores]]], *, reps: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
     """A paired bootstrap interval for ``arm``'s margin minus ``other``'s (both over the same
     frontier, on the same questions, each draw shared by both arms and every top-k point)."""
-    draws = _margin_draws([arm, other], curves, reps, seed)
-    lo, hi = np.quantile(draws[:, 0] - draws[:, 1], [(1 - level) / 2, (1 + level) / 2])
+    lo, hi = np.quantile(difference_draws(arm, other, curves, reps=reps, seed=seed), [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
 

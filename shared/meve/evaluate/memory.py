@@ -36,6 +36,7 @@ __all__ = [
     "choose_memory",
     "evaluate_memory",
     "memory_questions",
+    "pick_by_evidence",
     "prepare",
     "tune_memory",
     "tuned_report",
@@ -267,15 +268,28 @@ def choose_memory(dev: Prepared, counter: Any, grid: Sequence[Mapping[str, Any]]
     configs = {str(i): MemoryConfig(l_max=l_max, **s) for i, s in enumerate(grid)}
     configs["default"] = MemoryConfig(l_max=l_max)
     per_dev = _arms(dev, counter, configs, l_max)
-    means = {i: round(float(np.mean([r[0] for r in per_dev[i]])), 4) for i in configs}
-    best = int(max((i for i in configs if i != "default"), key=lambda i: (means[i], -int(i))))
-    ev_best, ev_default = [r[0] for r in per_dev[str(best)]], [r[0] for r in per_dev["default"]]
-    same = configs[str(best)] == configs["default"]
-    lo, hi = (0.0, 0.0) if same else gain_interval(ev_best, {"default": ev_default}, reps=reps, seed=seed)
-    kept = lo <= 0
-    diff = round(means[str(best)] - means["default"], 4)
-    evidence = [means[str(i)] for i in range(len(grid))]
-    return MemoryChoice({} if kept else dict(grid[best]), dict(grid[best]), evidence, means["default"], (diff, (round(lo, 4), round(hi, 4))), kept)
+    evidence = [[r[0] for r in per_dev[str(i)]] for i in range(len(grid))]
+    same = [i for i in range(len(grid)) if configs[str(i)] == configs["default"]]
+    best, over, kept = pick_by_evidence(evidence, [r[0] for r in per_dev["default"]], same=same, reps=reps, seed=seed)
+    means = [_mean(e) for e in evidence]
+    return MemoryChoice({} if kept else dict(grid[best]), dict(grid[best]), means, _mean([r[0] for r in per_dev["default"]]), over, kept)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(float(np.mean(values)), 4)
+
+
+def pick_by_evidence(
+    evidence: Sequence[Sequence[float]], default: Sequence[float], *, same: Sequence[int] = (), reps: int = 2000, seed: int = 0
+) -> tuple[int, tuple[float, tuple[float, float]], bool]:
+    """:func:`choose_memory`'s rule on per-question evidence (one row per setting, and the
+    default's): (the best row by mean, ties to the earlier one; its mean minus the default's with
+    the paired bootstrap 95% interval; whether the default is kept: the interval reaches zero, or
+    the best is one of ``same``, the settings equal to the default)."""
+    means = [_mean(e) for e in evidence]
+    best = max(range(len(evidence)), key=lambda i: (means[i], -i))
+    lo, hi = (0.0, 0.0) if best in same else gain_interval(evidence[best], {"default": default}, reps=reps, seed=seed)
+    return best, (round(means[best] - _mean(default), 4), (round(lo, 4), round(hi, 4))), lo <= 0
 
 
 def tuned_report(
