@@ -318,6 +318,11 @@ class MemoryConfig:
             assistant's: the other roles' fused scores count half for that query
             (:func:`meve.memory.decide.decide_role`). A query in both persons, or neither, is
             left alone. False: never.
+        query_sentences: a query of three or more sentences (a chat message that says several
+            things) is also matched sentence by sentence: each turn's vector score is half its
+            cosine with the whole query and half its best cosine with one of the sentences
+            (:func:`meve.memory.decide.decide_parts`; one more embedding pass per sentence, in
+            the same batch). Shorter queries are matched whole. False: always whole.
     """
 
     top_k: int | None = None
@@ -334,6 +339,7 @@ class MemoryConfig:
     dates: bool | Literal["auto"] = "auto"
     keep_recent: bool | Literal["auto"] = "auto"
     role_cue: bool = True
+    query_sentences: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -346,7 +352,7 @@ class MemoryConfig:
         _int("max_turn_chars", self.max_turn_chars, 1)
         _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
         _float("partner_weight", self.partner_weight, 0.0, 1.0)
-        for flag in ("stemming", "partner_turns", "role_cue"):
+        for flag in ("stemming", "partner_turns", "role_cue", "query_sentences"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
         if not isinstance(self.dates, bool) and self.dates != "auto":

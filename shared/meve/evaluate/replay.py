@@ -11,11 +11,11 @@ import numpy as np
 
 from meve.core.config import MemoryConfig
 from meve.core.tokens import TokenCounter, count_many
-from meve.memory.decide import decide_dates, decide_recent, decide_role
+from meve.memory.decide import decide
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import Selection, fuse, rank, select_turns, signal_weights, weigh_roles
+from meve.memory.select import Selection, fuse, rank, select_turns, sentence_scores, signal_weights, weigh_roles
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
@@ -30,32 +30,37 @@ class Replay:
 
     def __init__(self, turns: Sequence[Turn], counter: TokenCounter, encode: Callable[[Sequence[str]], np.ndarray], embedder_name: str) -> None:
         """Embed every turn once (``encode``) and index it for BM25."""
-        self.turns, self.counter, self.embedder = list(turns), counter, embedder_name
+        self.turns, self.counter, self.embedder, self.encode = list(turns), counter, embedder_name, encode
         tokens = count_many(counter, [render_turn(t) for t in self.turns])
         keys = [(t.timestamp.timestamp(), f"{i:012d}") for i, t in enumerate(self.turns)]
         self.snap = Snapshot(self.turns, tokens, keys, list(range(len(self.turns))), len(self.turns), min(tokens))
         self.vecs = np.asarray(encode([t.text for t in self.turns]), dtype=np.float32)
         texts = [t.text for t in self.turns]
         self.bm25 = {True: IncrementalBM25(texts, tokenize=stemmed_tokenize), False: IncrementalBM25(texts, tokenize=bm25_tokenize)}
-        self._signals: dict[tuple[str, bool, int, tuple[int, ...]], tuple[dict[int, float], dict[int, float]]] = {}
+        self._signals: dict[tuple[str, bool, int, tuple[int, ...], tuple[str, ...]], tuple[dict[int, float], dict[int, float]]] = {}
         self._rankings: dict[tuple[str, str, bool], list[int]] = {}
+        self._parts: dict[tuple[str, ...], np.ndarray] = {}  # a long query's sentence vectors
 
-    def signals(self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int]) -> tuple[dict[int, float], dict[int, float]]:
-        """BM25 and cosine of the ``pool`` best past turns each, as MomentaryMemory reads them (kept per question)."""
-        key = (query, stem, pool, tuple(sorted(exclude)))
+    def signals(
+        self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int], parts: tuple[str, ...] = ()
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """BM25 and cosine of the ``pool`` best past turns each, as MomentaryMemory reads them (kept
+        per question). With ``parts`` (a long query's sentences), the vector candidates are the
+        ``pool`` best by the whole query and by each sentence, scored by :func:`sentence_scores`."""
+        key = (query, stem, pool, tuple(sorted(exclude)), parts)
         if key not in self._signals:
             scores = self.bm25[stem].get_scores(query)
-            cos = self.vecs @ qvec
+            if parts and parts not in self._parts:
+                self._parts[parts] = np.asarray(self.encode(list(parts)), dtype=np.float32)
+            queries = np.vstack([qvec[None, :], self._parts[parts]]) if parts else qvec[None, :]
+            cos = self.vecs @ queries.T
             if exclude:
                 scores[list(exclude)] = 0.0
                 cos[list(exclude)] = -np.inf
             k = min(pool, len(scores))
             top_b = np.argpartition(-scores, k - 1)[:k]
-            top_d = np.argpartition(-cos, min(k, len(cos)) - 1)[:k]
-            self._signals[key] = (
-                {int(i): float(scores[i]) for i in top_b if scores[i] > 0},
-                {int(i): float(cos[i]) for i in top_d if np.isfinite(cos[i])},
-            )
+            hits = [{int(i): float(col[i]) for i in np.argpartition(-col, k - 1)[:k] if np.isfinite(col[i])} for col in cos.T]
+            self._signals[key] = ({int(i): float(scores[i]) for i in top_b if scores[i] > 0}, sentence_scores(hits))
         return self._signals[key]
 
     def partner(self, i: int) -> int | None:
@@ -68,13 +73,13 @@ class Replay:
     def memory(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[Selection, str]:
         """What ``MomentaryMemory.reconstruct(query)`` with ``cfg`` selects (one embedder), and the
         context rendered as the memory renders it."""
-        cfg = cfg.replace(dates=decide_dates(cfg.dates, query)[0])
+        decided = decide(cfg, query)
+        cfg = cfg.replace(dates=decided.dates)
         n = self.snap.n
-        recent = list(range(n - min(cfg.recent_turns, n), n)) if decide_recent(cfg.keep_recent, query)[0] else []
-        bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent))
+        recent = list(range(n - min(cfg.recent_turns, n), n)) if decided.keep_recent else []
+        bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
         weights = signal_weights(cfg.weights, (self.embedder,))
-        role = decide_role(cfg.role_cue, query)[0]
-        fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, role)
+        fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)
         sel = select_turns(self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner, scores=fused)
         return sel, render(sel.turns, dates=bool(cfg.dates))
 

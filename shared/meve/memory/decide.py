@@ -1,14 +1,26 @@
 """Per-query decisions of a rebuild, as pure functions: whether the lines are dated, whether the
-most recent turns are kept before anything else, and whose turns the query asks about. Each returns
+most recent turns are kept before anything else, whose turns the query asks about, and whether a
+long query is also matched sentence by sentence. Each returns
 what the context's trace says about it, so every decision is explained where it is read."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from meve.core.config import time_words
+from meve.core.config import MemoryConfig, time_words
 
-__all__ = ["ROLE_DISCOUNT", "decide_dates", "decide_recent", "decide_role", "follow_up_words"]
+__all__ = [
+    "PART_SHARE",
+    "ROLE_DISCOUNT",
+    "Decisions",
+    "decide",
+    "decide_dates",
+    "decide_parts",
+    "decide_recent",
+    "decide_role",
+    "follow_up_words",
+]
 
 # A query that leans on the turn before it: a pronoun or demonstrative standing for something said
 # there, or an opening that continues it. Longer queries carry their own subject (a standalone
@@ -70,3 +82,63 @@ def decide_role(cue: bool, query: str) -> tuple[str | None, str]:
     if second and not first:
         return "assistant", f"the query asks about the assistant's turns (second person: {second.group(0)!r}); other roles count {ROLE_DISCOUNT}"
     return None, "the query names no one side (" + ("both persons" if first else "neither person") + "): every role counts alike"
+
+
+# A sentence ends at . ! or ? before whitespace, or at a line break; fragments of fewer words
+# ("Hi!", "Okay.") say nothing a turn could match.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_PART_MIN_WORDS = 3
+_MIN_PARTS = 3
+#: How much of a turn's vector score comes from its best-matching sentence of a long query (the
+#: rest from the whole query); the one value tried (BENCHMARKS.md, "Chat memory", seventh run).
+PART_SHARE = 0.5
+
+
+def decide_parts(enabled: bool, query: str) -> tuple[tuple[str, ...], str]:
+    """The sentences a long query is also matched by, and why: a query of at least 3 sentences
+    of at least 3 words each (a chat message that says several things: "I tried the recipe. The
+    sauce split again. What did you say about the butter?") embeds as a blur of all of them, so
+    each turn's vector score becomes half its cosine with the whole query and half its best
+    cosine with one sentence (:data:`PART_SHARE`). Shorter queries, or ``enabled=False``: ().
+
+    A sentence ends at ". ", "! ", "? " or a line break; a quote or bracket after the stop keeps
+    the next sentence joined to it, an abbreviation ("Dr. Smith") splits, and text without spaces
+    between words (Chinese, Japanese) counts no words, so such a query is matched whole."""
+    if not enabled:
+        return (), "query_sentences=False"
+    parts = tuple(p.strip() for p in _SENTENCE_END.split(query.strip()) if len(p.split()) >= _PART_MIN_WORDS)
+    if len(parts) < _MIN_PARTS:
+        return (), f"the query has {len(parts)} sentence(s) of {_PART_MIN_WORDS}+ words: matched whole"
+    share = f"{1 - PART_SHARE:g} x its cosine with the whole query + {PART_SHARE:g} x its best with one sentence"
+    return parts, f"the query has {len(parts)} sentences: a turn's vector score is {share}"
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What a rebuild decided for one query, each decision with the reason its context reports."""
+
+    dates: bool
+    dates_reason: str
+    keep_recent: bool
+    recent_reason: str
+    role: str | None
+    role_reason: str
+    parts: tuple[str, ...]
+    parts_reason: str
+
+
+def decide(cfg: MemoryConfig, query: str) -> Decisions:
+    """Every per-query decision of a rebuild with ``cfg`` (dates, the most recent turns, the role
+    cue, the query's sentences), so the memory and its replay decide alike."""
+    (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query)
+    (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
+    return Decisions(
+        dates=dates,
+        dates_reason=dates_reason,
+        keep_recent=keep,
+        recent_reason=recent_reason,
+        role=role,
+        role_reason=role_reason,
+        parts=parts,
+        parts_reason=parts_reason,
+    )

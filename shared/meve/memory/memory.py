@@ -14,6 +14,7 @@ held across a model call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 import uuid
@@ -28,11 +29,12 @@ from meve.core.errors import InputError, StoreError
 from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
-from meve.memory.decide import decide_dates, decide_recent, decide_role
+from meve.memory.decide import decide
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import MemoryContext, Turn, check_roles
 from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces, weigh_roles
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
+from meve.memory.signals import bm25_pool, vector_pool
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
@@ -330,22 +332,23 @@ class MomentaryMemory:
         t0 = time.perf_counter()
         query = check_query(query)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
-        (dated, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query)
-        role, role_reason = decide_role(cfg.role_cue, query)
-        cfg = cfg.replace(dates=dated)
+        decided = decide(cfg, query)
+        cfg = cfg.replace(dates=decided.dates)
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
             snap, bm25_all = self._log.snapshot(), self._log.bm25
-            n_recent = min(cfg.recent_turns, snap.n) if keep else 0
+            n_recent = min(cfg.recent_turns, snap.n) if decided.keep_recent else 0
             recent = [i for i in snap.chrono[snap.n - n_recent :] if snap.turns[i].role not in skip_roles]
             pinned = [i for i in snap.chrono[: snap.n - n_recent] if snap.turns[i].role in keep_roles] if keep_roles else []
             cap = cfg.top_k if cfg.top_k is not None else snap.n
             pool = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
             scores = bm25_all.get_scores(query)[: snap.n] if snap.n > n_recent and cap > 0 else np.zeros(0)
         first = set(recent) | set(pinned)
-        bm25, dense = self._signals(query, snap, scores, first, pool, n_recent) if snap.n > n_recent and cap > 0 else ({}, {e.name: {} for e in self.embedders})
-        fused = weigh_roles(fuse({"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, role)
+        searched = snap.n > n_recent and cap > 0
+        bm25, dense = self._signals(query, snap, scores, first, pool, decided.parts) if searched else ({}, {e.name: {} for e in self.embedders})
+        signals = {"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}
+        fused = weigh_roles(fuse(signals, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)
         ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
         sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=self._partner(snap, skip_roles), scores=fused)
         return MemoryContext(
@@ -355,34 +358,27 @@ class MomentaryMemory:
             l_max=cfg.l_max,
             fusion=cfg.fusion,
             dates=cfg.dates is True,
-            dates_reason=dates_reason,
-            recent_reason=recent_reason,
-            role_reason=role_reason,
+            dates_reason=decided.dates_reason,
+            recent_reason=decided.recent_reason,
+            role_reason=decided.role_reason,
+            parts_reason=decided.parts_reason,
             ms=(time.perf_counter() - t0) * 1000.0,
             build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
         )
 
     def _signals(
-        self, query: str, snap: Snapshot, scores: np.ndarray, exclude: set[int], pool: int, n_recent: int
+        self, query: str, snap: Snapshot, scores: np.ndarray, exclude: set[int], pool: int, parts: tuple[str, ...] = ()
     ) -> tuple[dict[int, float], dict[str, dict[int, float]]]:
-        """BM25 and each embedder's cosine for the past turns in the candidate pool (positions)."""
-        bm25: dict[int, float] = {}
-        if scores.size:
-            scores[list(exclude)] = 0.0
-            k = min(pool, scores.size)
-            top = np.argpartition(-scores, k - 1)[:k]
-            bm25 = {int(i): float(scores[i]) for i in top if scores[i] > 0}
+        """BM25 and each embedder's vector score for the past turns in the candidate pool
+        (positions); with ``parts`` (a long query's sentences), see :func:`vector_pool`."""
         with self._lock:
             index = self._log.index
-        dense: dict[str, dict[int, float]] = {e.name: {} for e in self.embedders}
+        dense: dict[str, dict[int, float]] = {}
         for emb, col in zip(self.embedders, self._store.collections, strict=True):
-            qv = np.asarray(emb.encode([query])[0], dtype=np.float32)
-            res = self._store.call("search turns", col.query, query_embeddings=[qv], n_results=min(pool + n_recent, snap.n), include=["distances"])
-            for pid, dist in zip(res["ids"][0], res["distances"][0], strict=True):
-                i = index.get(pid)
-                if i is not None and i < snap.n and i not in exclude:
-                    dense[emb.name][i] = 1.0 - float(dist)
-        return bm25, dense
+            queries = np.asarray(emb.encode([query, *parts]), dtype=np.float32)
+            search = functools.partial(self._store.call, "search turns", col.query)
+            dense[emb.name] = vector_pool(search, queries, index, snap.n, exclude, pool, min(pool + len(exclude), snap.n))
+        return bm25_pool(scores, exclude, pool), dense
 
     def _partner(self, snap: Snapshot, skip: Sequence[str]) -> Callable[[int], int | None]:
         """:meth:`Snapshot.partner` under the lock (other writers' turns may land anywhere in time)."""

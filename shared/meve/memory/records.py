@@ -83,6 +83,8 @@ class MemoryContext:
     recent_reason: str = ""
     #: Whose turns the query asks about, if it names one side (``role_cue``), and why.
     role_reason: str = ""
+    #: Whether a long query was also matched sentence by sentence (``query_sentences``), and why.
+    parts_reason: str = ""
     build_trace: Callable[[], tuple[TurnTrace, ...]] = field(default=tuple, repr=False, compare=False)
 
     @functools.cached_property

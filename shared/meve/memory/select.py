@@ -15,13 +15,13 @@ from meve.core.budget import Ledger, shrink_to_fit
 from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import ConfigError
 from meve.core.tokens import TokenCounter
-from meve.memory.decide import ROLE_DISCOUNT, decide_dates
+from meve.memory.decide import PART_SHARE, ROLE_DISCOUNT, decide_dates
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn, TurnTrace
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
 from meve.retrieval.fusion import rrf, weighted_sum
 
-__all__ = ["Selection", "decide_dates", "fuse", "rank", "select_turns", "signal_weights", "turn_traces", "weigh_roles"]
+__all__ = ["Selection", "decide_dates", "fuse", "rank", "select_turns", "sentence_scores", "signal_weights", "turn_traces", "weigh_roles"]
 
 
 def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> dict[str, float]:
@@ -43,6 +43,25 @@ def fuse(signals: Mapping[str, Mapping[int, float]], weights: Mapping[str, float
         return weighted_sum(signals, weights)
     rankings = {name: sorted(s, key=lambda i, s=s: (-s[i], i)) for name, s in signals.items()}  # type: ignore[misc]
     return rrf(rankings, weights, k=rrf_k)
+
+
+def sentence_scores(hits: Sequence[Mapping[int, float]]) -> dict[int, float]:
+    """One vector score per turn from the searches of a query (``hits[0]``: the whole query's
+    pool, position -> cosine; then one pool per sentence of a long query,
+    :func:`meve.memory.decide.decide_parts`). One search: its cosines. Several: every turn any
+    search found scores (1 - PART_SHARE) x the whole query's cosine + PART_SHARE x the best
+    sentence's, where a search that did not return the turn counts its pool's lowest cosine (a
+    bound from above: a search returns only its pool, and reading every turn's vector back from
+    the store would cost more than the search)."""
+    if not hits:
+        raise ValueError("sentence_scores needs the whole query's hits at least")
+    parts = [h for h in hits[1:] if h]  # a search that found nothing has no lowest cosine to lend
+    if not parts or not hits[0]:
+        return dict(hits[0])
+    whole, floor = hits[0], min(hits[0].values())
+    floors = [min(h.values()) for h in parts]
+    found = sorted(set(whole).union(*parts))
+    return {i: (1.0 - PART_SHARE) * whole.get(i, floor) + PART_SHARE * max(h.get(i, f) for h, f in zip(parts, floors, strict=True)) for i in found}
 
 
 def weigh_roles(fused: Mapping[int, float], turns: Sequence[Turn], role: str | None) -> Mapping[int, float]:

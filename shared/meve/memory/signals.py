@@ -1,0 +1,48 @@
+"""The two signals a rebuild fuses, read for the candidate pool: BM25 over the turn log, and each
+embedder's vector score from its Chroma collection (for a long query, the pool of the whole query
+and of each of its sentences, scored by :func:`meve.memory.select.sentence_scores`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from meve.memory.select import sentence_scores
+
+__all__ = ["bm25_pool", "vector_pool"]
+
+
+def bm25_pool(scores: np.ndarray, exclude: set[int], pool: int) -> dict[int, float]:
+    """Position -> BM25 score of the ``pool`` best turns outside ``exclude`` that match at all
+    (``scores`` is changed in place: the excluded turns score 0)."""
+    if not scores.size:
+        return {}
+    scores[list(exclude)] = 0.0
+    k = min(pool, scores.size)
+    top = np.argpartition(-scores, k - 1)[:k]
+    return {int(i): float(scores[i]) for i in top if scores[i] > 0}
+
+
+def vector_pool(
+    search: Callable[..., Mapping[str, Any]], queries: np.ndarray, index: Mapping[str, int], n: int, exclude: set[int], pool: int, n_results: int
+) -> dict[int, float]:
+    """Position -> vector score of the turns ``search`` (a Chroma collection's ``query``) finds
+    for ``queries`` (row 0 the whole query, then a long query's sentences) among the first ``n``
+    turns and outside ``exclude``, each query's ``pool`` best in one search: 1 - the cosine
+    distance for one query; for several, scored by :func:`sentence_scores`."""
+    res = search(query_embeddings=list(queries), n_results=n_results, include=["distances"])
+    hits: list[dict[int, float]] = []
+    for ids, dists in zip(res["ids"], res["distances"], strict=True):
+        found = ((_position(index, pid, n, exclude), 1.0 - float(d)) for pid, d in zip(ids, dists, strict=True))
+        # Each pool is the ``pool`` best outside ``exclude``, as the replay's (``n_results``
+        # leaves room for the excluded turns), so its lowest cosine and its min-max range agree.
+        hits.append(dict(itertools.islice(((i, c) for i, c in found if i is not None), pool)))
+    return sentence_scores(hits)
+
+
+def _position(index: Mapping[str, int], pid: str, n: int, exclude: set[int]) -> int | None:
+    i = index.get(pid)
+    return i if i is not None and i < n and i not in exclude else None
