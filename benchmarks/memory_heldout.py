@@ -24,6 +24,10 @@ Written before the first run, and not changed after it:
 - The shipped setting through the real ``MomentaryMemory`` (Chroma, MiniLM) at 512, which must
   equal the replay.
 
+Read a second time on 2026-11-27, after the seventh memory run (``query_sentences``, shaped on
+RealMem's dev questions, not on these): the shipped arm now includes that decision, which fires on
+almost none of these questions; every figure came out the same.
+
     python -m benchmarks.run --full --only memory_heldout
 """
 

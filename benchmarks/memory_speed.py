@@ -53,6 +53,10 @@ def _turn(rng, i):
     return f"turn {i}: " + " ".join(rng.choice(WORDS, size=12))
 
 
+def _long_query(rng):
+    return ". ".join(" ".join(rng.choice(WORDS, size=6)) for _ in range(4)) + "."
+
+
 def _pct(xs, q):
     return float(np.percentile(xs, q))
 
@@ -69,6 +73,13 @@ def memory_scaling(sizes, reps=30):
     for i in range(reps):
         model.encode([_turn(rng, i)])
     model_ms = (time.perf_counter() - t0) * 1000 / reps
+    # A chat message of four sentences: matched whole and sentence by sentence (query_sentences),
+    # so its encode is one batch of five texts.
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        q = _long_query(rng)
+        model.encode([q, *q.split(". ")])
+    long_model_ms = (time.perf_counter() - t0) * 1000 / reps
     rows = []
     for n in sizes:
         client = chroma_client()
@@ -100,6 +111,11 @@ def memory_scaling(sizes, reps=30):
             t0 = time.perf_counter()
             mem.reconstruct(" ".join(rng.choice(WORDS, size=6)))
             rec_ms.append((time.perf_counter() - t0) * 1000)
+        long_ms = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            mem.reconstruct(_long_query(rng))
+            long_ms.append((time.perf_counter() - t0) * 1000)
         rows.append(
             {
                 "turns": n,
@@ -114,6 +130,9 @@ def memory_scaling(sizes, reps=30):
                 "model_ms_per_call": round(model_ms, 2),
                 "add_with_model_ms_p50": round(statistics.median(add_ms) + model_ms, 2),
                 "reconstruct_with_model_ms_p50": round(statistics.median(rec_ms) + model_ms, 2),
+                "reconstruct_long_query_ms_p50": round(statistics.median(long_ms), 2),
+                "long_query_model_ms_per_call": round(long_model_ms, 2),
+                "reconstruct_long_query_with_model_ms_p50": round(statistics.median(long_ms) + long_model_ms, 2),
             }
         )
         print(rows[-1], flush=True)
@@ -125,7 +144,10 @@ def memory_scaling(sizes, reps=30):
             "added for the 'with model' columns (add and reconstruct each embed one text). Defaults of this round: l_max 1024 "
             "filled by fused priority, stemming, partner turns, candidate pool 256. reopen_s: a new handle on the stored session; "
             "catch_up_check: what each read pays to learn that no other writer added turns (it reads the session's heads rows); "
-            "count_ms: Chroma's count() of the session, the check this replaced."
+            "count_ms: Chroma's count() of the session, the check this replaced. The reconstruct columns use a query of six "
+            "words; the long_query ones a chat message of four sentences of six words (matched whole and sentence by sentence: "
+            "one Chroma search with five query vectors, scored from its distances; its model time is one batch "
+            "of five texts)."
         ),
     }
 
