@@ -16,6 +16,7 @@ from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
 from meve.memory.select import Selection, fuse, rank, select_turns, sentence_scores, signal_weights, weigh_roles
+from meve.memory.signals import bm25_pool
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
@@ -49,18 +50,14 @@ class Replay:
         ``pool`` best by the whole query and by each sentence, scored by :func:`sentence_scores`."""
         key = (query, stem, pool, tuple(sorted(exclude)), parts)
         if key not in self._signals:
-            scores = self.bm25[stem].get_scores(query)
             if parts and parts not in self._parts:
                 self._parts[parts] = np.asarray(self.encode(list(parts)), dtype=np.float32)
             queries = np.vstack([qvec[None, :], self._parts[parts]]) if parts else qvec[None, :]
             cos = self.vecs @ queries.T
-            if exclude:
-                scores[list(exclude)] = 0.0
-                cos[list(exclude)] = -np.inf
-            k = min(pool, len(scores))
-            top_b = np.argpartition(-scores, k - 1)[:k]
+            cos[list(exclude)] = -np.inf
+            k = min(pool, len(cos))
             hits = [{int(i): float(col[i]) for i in np.argpartition(-col, k - 1)[:k] if np.isfinite(col[i])} for col in cos.T]
-            self._signals[key] = ({int(i): float(scores[i]) for i in top_b if scores[i] > 0}, sentence_scores(hits))
+            self._signals[key] = (bm25_pool(self.bm25[stem].get_scores(query), exclude, pool), sentence_scores(hits))
         return self._signals[key]
 
     def partner(self, i: int) -> int | None:
