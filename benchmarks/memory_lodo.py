@@ -98,7 +98,10 @@ weighted setting's 0.000), whose dev margins on LoCoMo are far lower: the shippe
 margin fell (+0.041 -> +0.040), so the rule dropped the change. Its test figures were computed in
 the same run and have been seen (LoCoMo's left-out choice became RRF: -0.023 at 256 tokens); the
 results are in ``benchmarks/results/history/memory_lodo_run11_issue48_eighth_day_cue_dropped.json``.
-This run repeats the seventh run's code (its second form) after the day cue left the library.
+This run repeats the seventh run's code (its second form) after the day cue left the library, with
+one more arm beside it that chooses nothing: the LODO choice without dated lines (``dates=False``),
+which shows what the dates of time questions cost on the all-evidence metric (that metric does not
+ask for them; the answerable one does).
 
 Protocol, fixed before the run:
 1. On each dev split, at l_max 256, 512 and 1024: dense-fill, BM25-fill (stemmed or plain, whichever
@@ -112,7 +115,8 @@ Protocol, fixed before the run:
    tokens beside the baselines, with paired bootstrap intervals on both metrics.
 3. The shipped default: the best worst-case margin over every dev split (in-distribution on each).
 4. Beside: the default shipped before this run (replayed with this run's code), the paper's settings
-   (PAPER), the choice with the most recent turn always kept (keep_recent=True), and the chosen
+   (PAPER), the choice with the most recent turn always kept (keep_recent=True), the choice without
+   dated lines (dates=False: what the dates cost on the all-evidence metric), and the chosen
    setting through the real MomentaryMemory (Chroma, MiniLM) on test at 512, which must match the
    replay.
 
@@ -290,6 +294,9 @@ def run(data: Path) -> dict[str, Any]:
             arms["default_before_this_run"] = score(rps, qv, setting(AT_START, b))
             arms["memory_paper"] = score(rps, qv, setting(PAPER, b))
             arms["choice_without_per_query"] = score(rps, qv, setting({**GRID[choice], "keep_recent": True}, b))
+            # A diagnostic, not a candidate: the all-evidence metric does not ask for dates, so this
+            # arm shows what the dated lines of time questions cost on it.
+            arms["choice_undated"] = score(rps, qv, setting({**GRID[choice], "dates": False}, b))
             base = baselines(rps, qv, b, stem, fills)
             # The LODO choice's gain over the best fill on each metric, with a paired bootstrap interval
             # (questions resampled; the best fill chosen again on each draw, which favours the fills).

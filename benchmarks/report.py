@@ -42,6 +42,7 @@ ARMS = {
     "default_before_this_run": "the default before this run (the most recent turn always kept, partner turns worth 0.5, dates for time questions)",
     "memory_paper": "the Momentary Contexts paper's settings (equal BM25 and vector weights, no dates, no partner turns)",
     "choice_without_per_query": "the LODO choice with the most recent turn always kept (keep_recent=True)",
+    "choice_undated": "the LODO choice without dated lines (dates=False; a diagnostic, chosen nowhere)",
 }
 
 
