@@ -45,7 +45,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e ".[all,dev,bench]"
 	touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP) ## every benchmark (about an hour on 2 cores; not in CI); writes benchmarks/results and BENCHMARKS.md
+bench: $(BENCH_STAMP) ## every benchmark (about two hours on 2 cores; not in CI); writes benchmarks/results and BENCHMARKS.md
 	$(PY) -m benchmarks.run --full $(if $(DATA),--data $(DATA))
 
 bench-quick: $(BENCH_STAMP) ## small slices of every benchmark (a few minutes once embeddings are cached)

@@ -1,7 +1,7 @@
 """meve benchmarks (not in CI): writes benchmarks/results/*.json, PNG plots and BENCHMARKS.md.
 
     make bench-quick    # python -m benchmarks.run --quick   (small slices; minutes once embeddings are cached)
-    make bench          # python -m benchmarks.run --full    (everything; about an hour on 2 CPU cores)
+    make bench          # python -m benchmarks.run --full    (everything; about two hours on 2 CPU cores)
     python -m benchmarks.run --full --data /path/to/data --only context,memory_lodo
     python -m benchmarks.run --full --only context_long   (long-chunk variants: only when named)
     python -m benchmarks.run --full --only tune           (`meve tune` on each context set, issue 50: only when named)

@@ -171,7 +171,20 @@ class MeVeRetriever(BaseRetriever):
         return _docs(result)
 
 
-_FROM_TEXTS = ("ids", "metadatas", "config", "embedder", "scorer", "token_counter", "client", "collection_name", "bm25_backend", "show_progress", "batch_size")
+_FROM_TEXTS = (
+    "ids",
+    "metadatas",
+    "config",
+    "embedder",
+    "scorer",
+    "token_counter",
+    "client",
+    "collection_name",
+    "bm25_backend",
+    "show_progress",
+    "batch_size",
+    "index_dir",
+)
 _FROM_DOCUMENTS = ("config", "embedder", "scorer", "token_counter", "summary_tokens", "doc_weights", "doc_pool", "client", "collection_name", "show_progress")
 
 

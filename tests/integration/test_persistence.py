@@ -122,3 +122,14 @@ def test_meve_query_answers_on_a_corpus_this_user_cannot_write(minilm, chroma_di
     finally:
         for p in paths:
             p.chmod(p.stat().st_mode | 0o200)
+
+
+def test_the_langchain_retriever_passes_index_dir_to_the_corpus(minilm, tmp_path):
+    # docs/langchain.md: MeVeRetriever.from_texts takes MeVe.from_texts' keyword arguments, and
+    # docs/scaling.md tells users to pass index_dir.
+    from langchain_meve import MeVeRetriever
+
+    texts = [p["text"] for p in demo_corpus()["passages"]]
+    retriever = MeVeRetriever.from_texts(texts, embedder=minilm, index_dir=tmp_path / "idx")
+    retriever.invoke(QUESTION)
+    assert retriever.meve.scorer.store is not None and (tmp_path / "idx" / "bm25" / "CURRENT").exists()

@@ -20,7 +20,7 @@ __all__ = ["NO_LABELS_MEASURED", "add_commands", "cmd_evaluate", "cmd_tune"]
 # BENCHMARKS.md, "Context": the label-free recipe applied to the LODO choice on each left-out test corpus (target 0.9).
 NO_LABELS_MEASURED = (
     "measured on the six context sets (BENCHMARKS.md, 'Context'): the label-free recipe reached its target (0.9) on none of six corpora "
-    "(pseudo-question recall 0.60-0.79) and lowered the margin over the top-k frontier on all six (e.g. SQuAD +0.0847 -> +0.0544, "
+    "(pseudo-question recall 0.60-0.79) and lowered the margin over the top-k frontier on all six (e.g. SQuAD +0.0927 -> +0.0675, "
     "MS MARCO +0.0059 -> -0.0040); with a few dozen real questions, `meve tune --questions` chooses on them instead"
 )
 

@@ -81,7 +81,7 @@ def documents_from(documents: Iterable[Any]) -> list[Document]:
         elif isinstance(d, tuple | list) and len(d) == 3 and all(isinstance(x, str) for x in d):
             out.append(Document(*d))
         else:
-            raise InputError(f"documents[{i}]={d!r:.80} must be (doc_id, title, text), a dict with id/title/text, or meve.hierarchy.Document")
+            raise InputError(f"documents[{i}]={d!r:.80} must be (doc_id, title, text), a dict with id/title/text, or meve.mindref.documents.Document")
         if not out[-1].text.strip():
             raise InputError(f"document {out[-1].id!r} has no text")
     ids = [d.id for d in out]

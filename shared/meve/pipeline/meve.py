@@ -203,7 +203,7 @@ class MeVe(Retriever):
         show_progress: bool = False,
     ) -> MeVe:
         """Whole documents, no pre-chunking: ``(doc_id, title, text)`` tuples, dicts with those keys,
-        or :class:`meve.hierarchy.Document`. Phase 1 is MindRef-style: documents first (title
+        or :class:`meve.mindref.documents.Document`. Phase 1 is MindRef-style: documents first (title
         mention, BM25, summary and best-window cosine, the verifier on title + lead, fused with
         ``doc_weights``), then the sentence windows inside them; the fallback is BM25 over the
         windows of every document.
