@@ -220,6 +220,23 @@ def context_long_facts(c: dict[str, Any]) -> dict[str, Any]:
     return {"variants": variants, "shipped": knobs(c["shipped_default"]), "tried": tried, "c": c, "missing": missing}
 
 
+def long_orderings_facts(o: dict[str, Any]) -> dict[str, Any]:
+    """Per long-chunk variant: each candidate order's margin over the top-k frontier at top-1..3 on
+    every dev split, and the orders on or above it everywhere."""
+    variants = []
+    for variant, found in o["variants"].items():
+        rows, everywhere = [], []
+        for order in next(iter(found.values()))["orders"]:
+            row: dict[str, Any] = {"order": order}
+            for name, d in found.items():
+                row[NAMES[name]] = " / ".join(f"{p['margin']:+.3f}" for p in d["orders"][order])
+            rows.append(row)
+            if all(p["margin"] >= 0 for d in found.values() for p in d["orders"][order]):
+                everywhere.append(order)
+        variants.append({"name": variant, "rows": table(rows), "everywhere": everywhere})
+    return {"variants": variants, "o": o}
+
+
 def calibrated_facts(c: dict[str, Any]) -> dict[str, Any]:
     """`meve calibrate` against the fixed LODO choice, per left-out set."""
     rows, targets = [], []
@@ -851,6 +868,7 @@ def write() -> Path:
         facts["context"] = context_facts(res["context"])
         facts["frontier_png"] = frontier_plot(res["context"])
     facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
+    facts["long_orderings"] = long_orderings_facts(res["long_orderings"]) if "long_orderings" in res else None
     facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None
     facts["ceiling"] = ceiling_facts(res["tune_ceiling"]) if "tune_ceiling" in res else None
     if "memory_lodo" in res:

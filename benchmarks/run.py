@@ -4,6 +4,7 @@
     make bench          # python -m benchmarks.run --full    (everything; about two hours on 2 CPU cores)
     python -m benchmarks.run --full --data /path/to/data --only context,memory_lodo
     python -m benchmarks.run --full --only context_long   (long-chunk variants: only when named)
+    python -m benchmarks.run --full --only long_orderings (orders of long-chunk candidates, dev only: only when named)
     python -m benchmarks.run --full --only tune           (`meve tune` on each context set, issue 50: only when named)
     python -m benchmarks.run --full --only tune_ceiling   (how often a tune on 50 questions can beat the default: only when named)
 
@@ -26,6 +27,7 @@ from benchmarks.harness.data import CONTEXT_SETS
 SECTIONS = (
     "context",
     "context_long",
+    "long_orderings",
     "tune",
     "memory_lodo",
     "memory_heldout",
@@ -50,8 +52,9 @@ SECTIONS = (
 # the ONNX Runtime probe (issue 49: exports MiniLM to a temporary folder); tune's memory half alone (kept beside
 # the context half already in tune.json, with its own command and date); the memory held-out check (issue 48:
 # a second LongMemEval_S sample, read once; its run must not be repeated to choose anything); how often a
-# tuner on 50 dev questions can beat the default, and the ceiling of its grid (issue 50; about 40 minutes).
-OPT_IN = ("context_long", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
+# tuner on 50 dev questions can beat the default, and the ceiling of its grid (issue 50; about 40 minutes); how good
+# the verifier's own order is over long chunks, against other orders (issue 52; dev splits only, minutes once cached).
+OPT_IN = ("context_long", "long_orderings", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
 
 
 def main() -> None:
@@ -107,6 +110,11 @@ def main() -> None:
             one = context_long.run(data, dev_limit=200 if full else 40, test_limit=300 if full else 40, variants=(variant,))
             kept[variant] = {**one["variants"][variant], "elapsed_s": one["elapsed_s"], "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
             save("context_long", {**one, "variants": kept, "elapsed_s": round(sum(v.get("elapsed_s", 0) for v in kept.values()), 1)})
+    if "long_orderings" in only:
+        from benchmarks import context_long, long_orderings
+
+        variants = args.long_variants.split(",") if args.long_variants else context_long.LONG_VARIANTS
+        save("long_orderings", long_orderings.run(data, variants=variants, dev_limit=200 if full else 40))
     if "tune" in only:
         from benchmarks import tune
 
