@@ -89,7 +89,7 @@ def records(corpus: Corpus, questions: Sequence[Any]) -> list[Record]:
         r = corpus.meve.run(q.text, tau=0.0, cut="none", coverage=0.0, coverage_floor=0.0, t_max=10**6, theta_redundancy=1.0)
         cands = list(r.phase("retrieve").kept)
         rec: Record = {"evidence": list(q.evidence), "candidates": cands, "verifier": {c: r.phase("verify").scores.get(c, 0.0) for c in cands}}
-        bm = dict(corpus.meve.lexical.search(q.text, DEPTH))
+        bm = dict(corpus.meve.lexical.search(q.text, len(corpus.text)))  # every chunk: a candidate BM25 ranks low keeps its score
         rec["bm25_score"] = {c: bm.get(c, 0.0) for c in cands}
         rec |= {k: getattr(corpus, k)(q.text, DEPTH) for k in ("bm25", "dense", "hybrid")}
         seen = set(cands) | {c for k in ("bm25", "dense", "hybrid") for c in rec[k][: max(BASELINE_DEPTHS)]}
@@ -106,8 +106,8 @@ def curve(recs: Sequence[Record], order: Callable[[Record], list[str]], depths: 
         ev, tok = [], []
         for r in recs:
             top = order(r)[:n]
-            got = {e for c in top for e in r["holds"].get(c, [])}
-            ev.append(len(got) / max(1, len(r["evidence"])))
+            # Each evidence entry counts, repeats too, as meve.evaluate.metrics.evidence_recall counts them.
+            ev.append(sum(any(e in r["holds"][c] for c in top) for e in r["evidence"]) / max(1, len(r["evidence"])))
             tok.append(sum(r["tokens"][c] for c in top))
         points.append({"k": n, "evidence": round(float(np.mean(ev)), 4), "tokens": round(float(np.mean(tok)), 1)})
     return points
