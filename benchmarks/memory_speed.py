@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 
+from meve.memory.decide import decide_parts
+
 
 class HashEmbedder:
     """Model-free embedder (bag of hashed words, 384-d) so that timings exclude model inference."""
@@ -78,7 +80,7 @@ def memory_scaling(sizes, reps=30):
     t0 = time.perf_counter()
     for _ in range(reps):
         q = _long_query(rng)
-        model.encode([q, *q.split(". ")])
+        model.encode([q, *decide_parts(True, q)[0]])  # the sentences the memory embeds with the query
     long_model_ms = (time.perf_counter() - t0) * 1000 / reps
     rows = []
     for n in sizes:

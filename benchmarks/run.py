@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
-from benchmarks.harness.data import CONTEXT_SETS
+from benchmarks.harness.data import CONTEXT_SETS, LONG_VARIANTS
 
 SECTIONS = (
     "context",
@@ -106,14 +106,14 @@ def main() -> None:
         # One variant at a time, each saved as it ends (a full run takes hours on two cores); variants
         # already in context_long.json and not named again are kept, each with its own date.
         kept = json.loads((RESULTS / "context_long.json").read_text()).get("variants", {}) if (RESULTS / "context_long.json").exists() else {}
-        for variant in args.long_variants.split(",") if args.long_variants else context_long.LONG_VARIANTS:
+        for variant in args.long_variants.split(",") if args.long_variants else LONG_VARIANTS:
             one = context_long.run(data, dev_limit=200 if full else 40, test_limit=300 if full else 40, variants=(variant,))
             kept[variant] = {**one["variants"][variant], "elapsed_s": one["elapsed_s"], "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
             save("context_long", {**one, "variants": kept, "elapsed_s": round(sum(v.get("elapsed_s", 0) for v in kept.values()), 1)})
     if "long_orderings" in only:
-        from benchmarks import context_long, long_orderings
+        from benchmarks import long_orderings
 
-        variants = args.long_variants.split(",") if args.long_variants else context_long.LONG_VARIANTS
+        variants = args.long_variants.split(",") if args.long_variants else LONG_VARIANTS
         save("long_orderings", long_orderings.run(data, variants=variants, dev_limit=200 if full else 40))
     if "tune" in only:
         from benchmarks import tune
