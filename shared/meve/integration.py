@@ -12,7 +12,6 @@ once, so both behave the same way.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from meve.core.errors import ConfigError
 from meve.core.logs import warn_once
 from meve.core.records import ContextResult, Passage, check_query
 from meve.core.tokens import STAMP_PREFIX, get_token_counter
+from meve.memory.ids import content_id
 from meve.memory.memory import MomentaryMemory
 from meve.pipeline.config_file import ConfigLike, as_config
 from meve.pipeline.foreign import ForeignStore, StoredVectors
@@ -216,17 +216,8 @@ def chat_role(name: str) -> str | None:
 
 
 def stable_id(role: str, text: str, occurrence: int = 0) -> str:
-    """The id of a message that has none: a hash of its role and text, and of how many messages
-    without an id, with the same role and text, come before it in the messages given (``occurrence``).
-
-    Not its position: a trimmed or sliding-window history shifts every position, and stored the
-    same turns again under new ids. Not the previous message either: the first message of a
-    window has lost its predecessor, so each shift would store it again. By content, a shifted
-    window maps the same turns to the same ids, and a user who says "ok" twice in view is stored
-    twice ("ok" #0 and #1). The cost: once the earlier copy has left the window, a repeat maps
-    to it and is not stored again. The same in every process (``hash()`` is salted per process)."""
-    digest = hashlib.sha256(f"{role}\x00{occurrence}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
-    return f"msg-{digest[:24]}"
+    """The id of a message that has none: :func:`meve.memory.ids.content_id` (by content and occurrence)."""
+    return content_id(role, text, occurrence)
 
 
 def _turn_ids(messages: Sequence[Message]) -> list[str]:

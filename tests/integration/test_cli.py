@@ -313,6 +313,46 @@ def test_files_with_the_same_name_in_two_folders_keep_their_own_chunks(tmp_path,
     )
 
 
+def test_a_file_whose_folder_moved_is_recognised_not_stored_again(tmp_path, capsys):
+    # Issue 66: the chunk ids hash the resolved path, so the same file indexed from its new folder was stored a second time.
+    db, old, new = tmp_path / "db", tmp_path / "docs", tmp_path / "moved" / "docs"
+    old.mkdir()
+    (old / "notes.md").write_text("Chain lubrication keeps the drivetrain quiet. " * 30 + "\n\n" + "Tyres last about 5000 km. " * 30)
+    (old / "other.md").write_text("A deleted file that happened to share nothing.")
+    assert main(["index", str(old / "notes.md"), "--db", str(db), "--chunk-tokens", "60"]) == 0
+    rows = _rows(db)
+    new.parent.mkdir()
+    old.rename(new)
+    assert main(["index", str(new / "notes.md"), "--db", str(db), "--chunk-tokens", "60"]) == 0, _err(capsys)
+    out = capsys.readouterr().out
+    assert f"indexed 0 chunks from 1 file(s) into {db} (collection 'meve', {len(rows)} in all, {len(rows)} unchanged" in out
+    assert "its chunks now name the new path" in out
+    assert _rows(db) == {pid: (str((new / "notes.md").resolve()), text) for pid, (_, text) in rows.items()}  # the same rows, the new path
+    assert main(["index", str(new / "notes.md"), "--db", str(db), "--chunk-tokens", "60"]) == 2  # now indexed at its path, as any file
+    assert "--replace" in _err(capsys)
+    (new / "notes.md").write_text("Chain lubrication keeps the drivetrain quiet. " * 30 + "\n\n" + "Brakes need new pads every season.")
+    new.rename(tmp_path / "docs")  # moved back, and its second half edited
+    back = str((tmp_path / "docs" / "notes.md").resolve())
+    assert main(["index", back, "--db", str(db), "--chunk-tokens", "60"]) == 2
+    assert "its text changed; add --replace" in _err(capsys)
+    assert main(["index", back, "--db", str(db), "--chunk-tokens", "60", "--replace"]) == 0, _err(capsys)
+    now = _rows(db)
+    assert {src for src, _ in now.values()} == {back} and any("Brakes need new pads" in t for _, t in now.values())
+    assert not any("Tyres" in t for _, t in now.values()) and set(now) & set(rows)  # the unchanged chunks kept their rows
+
+
+def test_a_new_file_named_like_a_deleted_one_is_indexed_beside_it(tmp_path, capsys):
+    db, a = tmp_path / "db", tmp_path / "a"
+    a.mkdir()
+    (a / "notes.md").write_text("Chain lubrication keeps the drivetrain quiet.")
+    assert main(["index", str(a / "notes.md"), "--db", str(db)]) == 0
+    (a / "notes.md").unlink()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.md").write_text("Sourdough rises thanks to wild yeast.")
+    assert main(["index", str(tmp_path / "b" / "notes.md"), "--db", str(db)]) == 0, _err(capsys)
+    assert sorted(t for _, t in _rows(db).values()) == ["Chain lubrication keeps the drivetrain quiet.", "Sourdough rises thanks to wild yeast."]
+
+
 def test_replace_deletes_a_corpus_indexed_under_the_former_stem_ids_by_source(tmp_path, capsys):
     # Before issue 52 chunk ids were "<stem>#<j>"; the rows kept the resolved path as "source",
     # which --replace deletes by, so such a corpus is refused without --replace and replaced with it.

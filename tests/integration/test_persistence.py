@@ -15,6 +15,7 @@ import pytest
 
 from meve import MeVe
 from meve.cli.commands import demo_corpus
+from meve.core.formats import FORMATS
 from meve.retrieval.chroma import chroma_client
 
 pytestmark = pytest.mark.integration
@@ -99,7 +100,7 @@ def test_a_damaged_derived_file_is_rebuilt_and_the_corpus_answers(minilm, chroma
         answer = again.run(QUESTION)
     assert "cannot be read" in caplog.text
     assert [(d.id, round(d.score, 5)) for d in answer.documents] == expected
-    assert json.loads((derived / "tokens" / "meta.json").read_text())["format"] == 1  # whole again
+    assert json.loads((derived / "tokens" / "meta.json").read_text())["format"] == FORMATS["token_store"]  # whole again
     rebuilt = LexicalIndex.load(derived / "bm25")
     assert rebuilt is not None and sorted(rebuilt.ids) == sorted(p["id"] for p in corpus)
 

@@ -144,3 +144,27 @@ def test_a_snapshot_that_lags_the_collection_is_corrected_on_open(tmp_path):
     assert m.lexical.search("sourdough wild yeast", 1) == []  # the deleted row is not found
     raw.add(ids=["m1"], documents=[MORE[1]], embeddings=FakeEmbedder().encode([MORE[1]]))  # rows added only
     assert "m1" in reopen().lexical
+
+
+def test_a_snapshot_carries_its_format_and_one_from_before_the_marker_reads_the_same(tmp_path):
+    import json
+
+    folder = LexicalIndex(["a", "b"], TEXTS[:2]).save(tmp_path / "bm25")
+    assert json.loads((folder / "format.json").read_text()) == {"format": 1}
+    (folder / "format.json").unlink()  # what meve wrote before 0.2.0: the same files, no marker
+    loaded = LexicalIndex.load(tmp_path / "bm25")
+    assert loaded is not None and loaded.search("pneumatic tyre", 1)[0][0] == "b"
+
+
+def test_a_snapshot_of_a_newer_meve_is_refused_and_left_in_place(tmp_path):
+    import json
+
+    from meve.core.formats import FormatError
+
+    _, reopen = _corpus(str(tmp_path / "db"), [f"d{i}" for i in range(len(TEXTS))], TEXTS)
+    root = tmp_path / "db" / "meve" / "bikes" / "bm25"
+    marker = root / (root / "CURRENT").read_text() / "format.json"
+    marker.write_text(json.dumps({"format": 7}))
+    with pytest.raises(FormatError, match="newer meve"):
+        reopen()
+    assert json.loads(marker.read_text()) == {"format": 7}  # not rebuilt over

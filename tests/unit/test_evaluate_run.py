@@ -172,3 +172,25 @@ def test_the_reports_are_self_contained_and_the_plot_names_its_extra(monkeypatch
         plot_png(report.to_dict())
     written = report.save(tmp_path / "no-plot")
     assert "png" not in written and "meve[plot]" in written["html"].read_text()
+
+
+def test_a_config_file_carries_its_format_and_one_from_before_the_marker_reads_the_same(tmp_path):
+    import json
+
+    path = write_config(MeVeConfig(tau=0.42), tmp_path / "c.json")
+    assert json.loads(path.read_text())["format"] == 1
+    (tmp_path / "old.json").write_text(json.dumps(MeVeConfig(tau=0.42).to_dict()))  # as meve wrote it before 0.2.0
+    assert as_config(tmp_path / "old.json") == as_config(path) == MeVeConfig(tau=0.42)
+
+
+def test_a_config_file_of_a_newer_meve_is_refused_naming_it(tmp_path):
+    import json
+
+    from meve.core.formats import FormatError
+
+    (tmp_path / "new.json").write_text(json.dumps({"format": 3, "tau": 0.4}))
+    with pytest.raises(FormatError, match=r"new.json was written by a newer meve \(config file format 3"):
+        as_config(tmp_path / "new.json")
+    (tmp_path / "odd.json").write_text(json.dumps({"format": "two", "tau": 0.4}))
+    with pytest.raises(FormatError, match="format is 'two'"):
+        as_config(tmp_path / "odd.json")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -667,3 +668,115 @@ def test_the_context_says_whose_turns_a_query_asks_about():
     assert reply.fused == pytest.approx(0.5 * next(tr for tr in plain.trace if tr.seq == 1).fused)
     with pytest.raises(ConfigError, match="role_cue"):
         MemoryConfig(role_cue="yes")
+
+
+def test_undoing_a_failed_edit_writes_under_the_directory_lock_and_counts_the_write(tmp_path, monkeypatch):
+    import struct
+
+    from meve.retrieval.directory import LOCK_FILE, lock_at
+
+    path = tmp_path / "db"
+    m = MomentaryMemory("undo", path=str(path), embedders=[FakeEmbedder()], clock=Clock())
+    m.add_many([{"text": "the old text about otters", "turn_id": "x"}])
+    col = m._store.collections[0]
+    real_add, real_upsert = col.add, col.upsert
+    lock = lock_at(path)
+    seen: list[tuple[int, int]] = []  # (lock depth, write count) at each upsert: the edit's, then the undo's
+
+    def counted() -> int:
+        return struct.unpack("<Q", (path / LOCK_FILE).read_bytes()[:8])[0]
+
+    def upsert(self, **kwargs):  # bound to the collection, and named so, as Chroma's own method is
+        seen.append((lock._depth, counted()))
+        return real_upsert(**kwargs)
+
+    def failing_add(**kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(col, "upsert", types.MethodType(upsert, col))
+    monkeypatch.setattr(col, "add", failing_add)
+    with pytest.raises(StoreError, match="disk full"):
+        m.add_many([{"text": "the new text about seals", "turn_id": "x"}, "a new turn"], supersede=True)
+    monkeypatch.setattr(col, "add", real_add)
+    assert len(seen) == 2 and all(depth > 0 for depth, _ in seen)  # the undo, too, holds the lock other processes wait on
+    assert seen[1][1] > seen[0][1]  # and is counted, so they reload after it
+    assert [t.text for t in m.turns()] == ["the old text about otters"]
+
+
+def _format_1_session(path: str, session: str, items: list[tuple[str, str, str]]) -> None:
+    """A session as meve 0.1.0 left it: turns (role, text, id) in time order, and no format in the
+    collections' metadata (the rows' fields were the same)."""
+    old = MomentaryMemory(session, path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=Clock())
+    old.add_many([{"text": text, "role": role, "turn_id": tid} for role, text, tid in items])
+    for col in old._store.collections:
+        meta = {k: v for k, v in (col.metadata or {}).items() if k != "meve:format" and not k.startswith("hnsw:")}
+        col.modify(metadata=meta)
+    old.close()
+
+
+def _by_position(thread: list[tuple[str, str]], stored: list[int]) -> list[tuple[str, str, str]]:
+    from meve.memory.ids import position_id
+
+    return [(thread[i][0], thread[i][1], position_id(thread[i][0], i, thread[i][1])) for i in stored]
+
+
+def test_a_session_recorded_before_0_2_0_is_re_keyed_once_and_recording_the_thread_again_adds_nothing(tmp_path, caplog):
+    from meve.integration import Message, chat_context
+
+    path = str(tmp_path / "db")
+    thread = [("system", "Be brief."), ("user", "ok"), ("assistant", "Noted."), ("user", "ok"), ("user", "What did I say first?")]
+    _format_1_session(path, "old", _by_position(thread, [1, 2, 3]))
+    later = Clock()
+    later.now += timedelta(days=1)
+    with caplog.at_level("WARNING", logger="meve"):
+        m = MomentaryMemory("old", path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=later)
+    assert "3 turn(s) re-keyed" in caplog.text and len(m) == 3
+    assert (m._store.collections[0].metadata or {})["meve:format"] == 2
+    messages = [Message(role, text) for role, text in thread]
+    out = chat_context(messages, m, l_max=500)
+    assert len(m) == 4  # the three stored turns are the same three (the two "ok"s stay two), the question is new
+    history = [msg for msg in out if msg.id and msg.id.startswith("meve-")]
+    assert "What did I say first?" not in [msg.text for msg in history]  # the current question is not recalled as history
+    for handle in (m, MomentaryMemory("old", path=path, embedders=[FakeEmbedder(48, "b")], clock=Clock())):
+        assert sorted(t.text for t in handle.turns()) == sorted(["ok", "Noted.", "ok", "What did I say first?"])
+    second = m._store.collections[1]
+    assert sorted(second.get()["ids"]) == sorted(t.id for t in m.turns())  # the secondary collection was re-keyed too
+
+
+def test_a_session_keyed_by_content_before_the_marker_is_left_as_it_is(tmp_path):
+    from meve.integration import Message, _turn_ids
+
+    path = str(tmp_path / "db")
+    thread = [("user", "ok"), ("assistant", "Noted."), ("user", "ok"), ("user", "ok")]
+    ids = _turn_ids([Message(r, t) for r, t in thread])
+    _format_1_session(path, "content", [(r, t, i) for (r, t), i in zip(thread, ids, strict=True)])
+    m = MomentaryMemory("content", path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=Clock())
+    assert [t.id for t in m.turns()] == ids
+
+
+def test_turns_stored_twice_by_an_upgrade_without_migration_become_one(tmp_path):
+    from meve.integration import Message, _turn_ids
+
+    path = str(tmp_path / "db")
+    thread = [("user", "Book a table for two."), ("assistant", "Done: 8 pm."), ("user", "Book a table for two.")]
+    ids = _turn_ids([Message(r, t) for r, t in thread])
+    # 0.1.0 before the id change stored the thread by position; 0.1.0 after it recorded it again by content.
+    _format_1_session(path, "twice", [*_by_position(thread, [0, 1, 2]), *[(r, t, i) for (r, t), i in zip(thread, ids, strict=True)]])
+    raw = MomentaryMemory("twice", path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=Clock(), create=False)
+    assert len(raw) == 5 and raw._store.format == 1  # a read-only open reads it as it is, changing nothing
+    raw.close()
+    m = MomentaryMemory("twice", path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=Clock())
+    assert sorted(t.id for t in m.turns()) == sorted(ids)
+
+
+def test_a_session_of_a_newer_meve_is_refused(tmp_path):
+    from meve.core.formats import FormatError
+
+    path = str(tmp_path / "db")
+    m = MomentaryMemory("new", path=path, embedders=[FakeEmbedder()], clock=Clock())
+    m.add("hello")
+    col = m._store.collections[0]
+    col.modify(metadata={**{k: v for k, v in col.metadata.items() if not k.startswith("hnsw:")}, "meve:format": 9})
+    m.close()
+    with pytest.raises(FormatError, match="newer meve"):
+        MomentaryMemory("new", path=path, embedders=[FakeEmbedder()], clock=Clock())

@@ -144,6 +144,14 @@ def test_add_texts_extends_dense_and_bm25():
         m.add_texts(["x"], ids=["doc-0"])
 
 
+def test_add_texts_of_nothing_adds_nothing_as_langchain_does():
+    m = build()
+    before = m.store.count()
+    assert m.add_texts([]) == [] and m.add_texts([], ids=[], metadatas=[]) == []
+    assert m.store.count() == before and len(m.lexical) == before
+    assert not [k for k in m.store.metadata() if k.startswith("meve:writing:")]  # no ingestion left marked unfinished
+
+
 async def test_arun_matches_run_and_does_not_block_the_loop():
     m = build()
     r, ticks = await run_while_ticking(m.arun("Eiffel Tower"))

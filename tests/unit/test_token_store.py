@@ -198,3 +198,55 @@ def test_a_writer_killed_mid_append_loses_only_its_unfinished_entry(pq, tmp_path
     again = TokenStore(tmp_path / "tok", pq)
     np.testing.assert_array_equal(again.get("e" * 40), pq.decode(expected[0]))
     assert (tmp_path / "tok" / "codes.bin").stat().st_size == 4 * 4 * pq.m
+
+
+def _format_1_store(folder: Path, pq: ProductQuantizer, items: list[tuple[str, np.ndarray]]) -> None:
+    """A token store as meve before 0.2.0 wrote it: the same files, meta.json saying format 1 (the
+    code of that time kept at most 254 vectors per passage; the layout was the same)."""
+    folder.mkdir(parents=True)
+    meta = {"format": 1, "m": pq.m, "dimension": pq.dimension, "codebook": pq.digest}
+    (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    record = np.dtype([("key", "V20"), ("start", "<u8"), ("rows", "<u4")])
+    records, codes, start = np.zeros(len(items), dtype=record), [], 0
+    for i, (key, tokens) in enumerate(items):
+        records[i] = (bytes.fromhex(key), start, len(tokens))
+        codes.append(pq.encode(tokens))
+        start += len(tokens)
+    (folder / "codes.bin").write_bytes(np.concatenate(codes).tobytes())
+    (folder / "index.bin").write_bytes(records.tobytes())
+
+
+def test_a_format_1_store_keeps_its_whole_passages_and_drops_the_ones_that_may_be_cut(pq, tmp_path, caplog):
+    rng = np.random.default_rng(7)
+    short, cut, after = (text_key(t) for t in ("short passage", "long passage", "long too"))
+    _format_1_store(tmp_path / "tok", pq, [(short, _unit(rng, 40)), (cut, _unit(rng, 254)), (after, _unit(rng, 254))])
+    with caplog.at_level("WARNING", logger="meve"):
+        store = TokenStore(tmp_path / "tok", pq)
+    assert short in store and cut not in store and after not in store  # 254 rows: maybe truncated, encoded again on demand
+    assert store.get(short) is not None and store.get(short).shape == (40, pq.dimension)
+    assert "format 1" in caplog.text and "2 passage(s)" in caplog.text
+    assert json.loads((tmp_path / "tok" / "meta.json").read_text())["format"] == 2
+    whole = _unit(rng, 600)
+    store.put_many([(cut, whole)])  # what a query re-encodes now: every piece
+    reopened = TokenStore(tmp_path / "tok", pq)
+    assert reopened.get(cut).shape == (600, pq.dimension) and reopened.get(short).shape == (40, pq.dimension)
+
+
+def test_a_migration_cut_short_by_a_crash_runs_again(pq, tmp_path):
+    rng = np.random.default_rng(8)
+    keep, drop = text_key("a"), text_key("b")
+    _format_1_store(tmp_path / "tok", pq, [(keep, _unit(rng, 3)), (drop, _unit(rng, 254))])
+    index = tmp_path / "tok" / "index.bin"
+    kept = index.read_bytes()[:32]
+    index.write_bytes(kept)  # the crash: index.bin rewritten, meta.json still says 1
+    store = TokenStore(tmp_path / "tok", pq)
+    assert keep in store and drop not in store and len(store) == 1
+
+
+def test_a_store_from_a_newer_meve_is_refused_not_read(pq, tmp_path):
+    TokenStore(tmp_path / "tok", pq)
+    meta = json.loads((tmp_path / "tok" / "meta.json").read_text())
+    (tmp_path / "tok" / "meta.json").write_text(json.dumps({**meta, "format": 99}))
+    with pytest.raises(StoreError, match="newer meve"):
+        TokenStore(tmp_path / "tok", pq)
+    assert json.loads((tmp_path / "tok" / "meta.json").read_text())["format"] == 99  # left as it was

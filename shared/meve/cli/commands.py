@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from meve.cli.index_plan import Plan, chunks_of, plan
 from meve.core.errors import MeVeError
 
 DEFAULT_COLLECTION = "meve"
@@ -60,56 +60,6 @@ def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
-def _chunk_id(prefix: str, j: int, text: str, meta: dict[str, Any]) -> str:
-    """``<prefix>#<j>@<digest>``: the digest covers the file's resolved path (in ``meta``), the
-    record, the chunk's place and its text, so files of the same name in two folders never share
-    an id, and a changed chunk gets a new id: ``--replace`` adds it before deleting the old one."""
-    key = json.dumps([prefix, j, text, meta], sort_keys=True, ensure_ascii=False)
-    return f"{prefix}#{j}@{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
-
-
-def _chunks(records: list[tuple[str, str, dict[str, Any]]], chunk_tokens: int, counter: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    """(id, text, metadata) of every chunk of ``records``; an id that comes twice (a JSON file
-    holding one record twice) is refused."""
-    from meve.core.text import chunk_text
-
-    out: dict[str, tuple[str, str, dict[str, Any]]] = {}
-    for prefix, text, meta in records:
-        for j, chunk in enumerate(chunk_text(text, chunk_tokens, counter)):
-            chunk_meta = {**meta, "chunk": j}
-            pid = _chunk_id(prefix, j, chunk, chunk_meta)
-            if pid in out:
-                raise MeVeError(f"chunk id {pid!r} comes twice from the given files; give each record its own 'id'")
-            out[pid] = (pid, chunk, chunk_meta)
-    return list(out.values())
-
-
-def _plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources: list[str], replace: bool, name: str) -> tuple[list[int], list[str]]:
-    """What ``meve index`` changes in an existing collection: the positions in ``chunks`` to add,
-    and the ids of the files' old chunks to delete after (found by ``source``, so a corpus indexed
-    under the former ``<stem>#<j>`` ids is replaced the same way). A chunk stored unchanged keeps
-    its row. Refuses a file already indexed unless ``replace``, and an id another file holds."""
-    from meve.retrieval.chroma import chroma_call
-
-    stored = chroma_call("read the indexed files' chunks", collection.get, where={"source": {"$in": sources}}, include=["metadatas"])
-    old = {pid: str(m["source"]) for pid, m in zip(stored["ids"], stored["metadatas"], strict=True)}
-    if old and not replace:
-        counts: dict[str, int] = {}
-        for source in old.values():
-            counts[source] = counts.get(source, 0) + 1
-        named = ", ".join(f"{s} ({n} chunks)" for s, n in sorted(counts.items()))
-        raise MeVeError(
-            f"already in collection {name!r}: {named}; to index changed files again add --replace "
-            "(their new chunks are added first, then their old ones deleted)"
-        )
-    new_ids = [pid for pid, _, _ in chunks]
-    elsewhere = [pid for pid in chroma_call("look up chunk ids", collection.get, ids=new_ids, include=[])["ids"] if pid not in old]
-    if elsewhere:
-        raise MeVeError(f"chunk id {elsewhere[0]!r} is already in collection {name!r} for another source; nothing was changed")
-    keep = set(new_ids)
-    return [i for i, pid in enumerate(new_ids) if pid not in old], sorted(pid for pid in old if pid not in keep)
-
-
 def cmd_index(args: argparse.Namespace) -> int:
     """`meve index`: chunk files and index them into a persistent Chroma directory. With
     ``--replace`` the files' new chunks go in first and their old ones are deleted after, so a
@@ -124,17 +74,17 @@ def cmd_index(args: argparse.Namespace) -> int:
     twice = sorted({name for name, source in zip(args.files, sources, strict=True) if sources.count(source) > 1})
     if twice:
         raise MeVeError(f"{twice[0]}: given more than once; give each file once")
-    chunks = _chunks([rec for recs in records for rec in recs], args.chunk_tokens, get_token_counter())
+    chunks = chunks_of([rec for recs in records for rec in recs], args.chunk_tokens, get_token_counter())
     if not chunks:
         raise MeVeError("no text found in the given files")
     client = chroma_client(args.db)
-    add: list[int] = list(range(len(chunks)))
-    delete: list[str] = []
+    todo = Plan(add=list(range(len(chunks))))
     # Every call goes through chroma_call: other processes sharing the directory must see these writes.
     listed = {c.name for c in chroma_call("list collections", client.list_collections)}
     existing = chroma_call("open the collection", client.get_collection, args.collection) if args.collection in listed else None
     if existing is not None:
-        add, delete = _plan(existing, chunks, sources, args.replace, args.collection)
+        todo = plan(existing, chunks, sources, args.replace, args.collection)
+    add, delete = todo.add, todo.delete
     if add:
         MeVe.from_texts(
             [chunks[i][1] for i in add],
@@ -146,11 +96,16 @@ def cmd_index(args: argparse.Namespace) -> int:
             show_progress=sys.stderr.isatty(),
         )
     collection = chroma_call("open the collection", client.get_collection, args.collection)
+    moved = sorted(todo.moved.items())
+    for start in range(0, len(moved), 1000):  # Chroma merges the new source into each row's metadata
+        page = moved[start : start + 1000]
+        chroma_call("record the moved files' paths", collection.update, ids=[p for p, _ in page], metadatas=[{"source": s} for _, s in page])
     for start in range(0, len(delete), 1000):
         chroma_call("delete replaced chunks", collection.delete, ids=delete[start : start + 1000])
     kept = len(chunks) - len(add)
     total = chroma_call("count the collection", collection.count)
     note = (f", {kept} unchanged" if kept else "") + (f", replacing {len(delete)} old chunk(s)" if delete else "")
+    note += "".join(f"; {b} was indexed as {a}: its chunks now name the new path" for a, b in sorted(todo.moved_from.items()))
     # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
     _console().print(
         f"indexed {len(add)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})",

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from meve.core.errors import ConfigError, InputError, StoreError
+from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
+from meve.memory.migrate import moved_rows, rekeyed
 from meve.memory.records import Turn
 from meve.retrieval.chroma import COLLECTION_RULE, check_collection_name, check_directory, chroma_call
 from meve.scoring.protocols import Embedder
@@ -27,6 +29,7 @@ __all__ = ["EPOCH", "PAGE", "SessionStore", "check_place", "list_sessions", "new
 
 PAGE = 1000  # rows per Chroma read or write: SQLite refuses statements with 32,767+ variables
 EPOCH = "epoch"  # the heads row that deletions bump; every other heads row belongs to one writing handle
+FORMAT_KEY = "meve:format"  # in each turns collection's metadata: its memory session format (none: format 1)
 _PROCESS = uuid.uuid4().hex[:12]
 _counter = itertools.count()
 
@@ -122,6 +125,11 @@ class SessionStore:
         existing = {c.name for c in self.call("list collections", client.list_collections)} if not create else set()
         self.collections = [self._open_turns(f"{prefix}-{digest}-{_slug(e.name)}", e.name, existing, create) for e in embedders]
         self.heads = self._open_heads(f"{prefix}-{digest}.heads", existing, create)
+        self.format = found_format("memory_session", (self.collections[0].metadata or {}).get(FORMAT_KEY), where=f"session {session_id!r} at {self.where}")
+        if self.format < FORMATS["memory_session"] and create:
+            self.migrate()
+        elif self.format < FORMATS["memory_session"]:
+            log.info("meve: session %r was written by meve before 0.2.0; it is read as it is and re-keyed when next opened for writing", session_id)
 
     def _open_turns(self, name: str, embedder: str, existing: set[str], create: bool) -> Any:
         if not create and name not in existing:
@@ -129,7 +137,9 @@ class SessionStore:
             raise StoreError(
                 f"no session {self.session_id!r}{self._path_note} (embedder {embedder!r}); sessions there: {', '.join(map(repr, known)) if known else 'none'}"
             )
-        meta = {"hnsw:space": "cosine", "meve:session_id": self.session_id, "meve:embedder": embedder}
+        # Only a collection made here takes this metadata (Chroma keeps an existing one's), so an
+        # older session keeps saying nothing of its format until it is migrated.
+        meta = {"hnsw:space": "cosine", "meve:session_id": self.session_id, "meve:embedder": embedder, FORMAT_KEY: FORMATS["memory_session"]}
         # A read-only open only gets: it never creates a collection or rewrites its metadata.
         if create:
             col = self.call("open the turns collection", self.client.get_or_create_collection, name, metadata=meta, embedding_function=None)
@@ -267,15 +277,49 @@ class SessionStore:
         return saved
 
     def restore(self, saved: Sequence[Mapping[str, list[Any]]], cols: Sequence[Any] | None = None) -> None:
-        """Write back rows :meth:`overwrite` saved; a failure is logged (on the next open the
-        secondary collections are repaired to the primary's text)."""
+        """Write back rows :meth:`overwrite` saved, each write under the directory's lock and counted
+        (other processes reload after it), then a new epoch (other handles re-read the turns); a
+        failure is logged (on the next open the secondary collections are repaired to the primary's text)."""
         for col, rows in zip(cols if cols is not None else self.collections, saved, strict=False):
             try:
-                for i in range(0, len(rows["ids"]), PAGE):
-                    page = {k: v[i : i + PAGE] for k, v in rows.items()}
-                    col.upsert(ids=page["ids"], documents=page["documents"], metadatas=page["metadatas"], embeddings=page["embeddings"])
-            except Exception:
+                self.put_rows(col, rows)
+            except StoreError:
                 log.warning("meve: could not restore the turns of a failed edit in %s; it is repaired when the session is next opened", col.name)
+        try:
+            self.bump(EPOCH, uuid.uuid4().hex)
+        except StoreError:
+            log.warning("meve: could not record the undoing of a failed edit in session %r", self.session_id)
+
+    def put_rows(self, col: Any, rows: Mapping[str, list[Any]]) -> None:
+        """Upsert rows as :meth:`rows` read them (ids, documents, metadatas, embeddings), in pages."""
+        for i in range(0, len(rows["ids"]), PAGE):
+            page = {k: v[i : i + PAGE] for k, v in rows.items()}
+            self.call("write turns back", col.upsert, ids=page["ids"], documents=page["documents"], metadatas=page["metadatas"], embeddings=page["embeddings"])
+
+    def migrate(self) -> None:
+        """Bring a format-1 session to the current format (:mod:`meve.memory.migrate`): re-key its
+        position-keyed turns in every collection (secondaries first, primary last), then mark it."""
+        loaded = sorted(self.turns(), key=time_order)
+        plan = rekeyed([t for t, _ in loaded])
+        for col in (*self.collections[1:], self.collections[0]):
+            rows = self.rows(col, ids=list(plan), include=("documents", "metadatas", "embeddings"))
+            moved = moved_rows(rows, plan)
+            self.put_rows(col, moved)
+            self.delete(col, [pid for pid in rows["ids"] if pid not in set(moved["ids"])])  # a new id may be an old one's
+        for col in (*self.collections[1:], self.collections[0]):
+            kept = {k: v for k, v in (col.metadata or {}).items() if not k.startswith("hnsw:")}  # Chroma refuses to be told the space again
+            self.call("mark the session's format", col.modify, metadata={**kept, FORMAT_KEY: FORMATS["memory_session"]})
+        self.bump(EPOCH, uuid.uuid4().hex)  # other handles re-read the turns under their new ids
+        self.format = FORMATS["memory_session"]
+        renamed = sum(1 for v in plan.values() if v is not None)
+        log.warning(
+            "meve: session %r was written by meve before 0.2.0 (id-less messages keyed by position): %d turn(s) re-keyed by content, "
+            "%d stored twice since removed; memory session format %d now",
+            self.session_id,
+            renamed,
+            len(plan) - renamed,
+            FORMATS["memory_session"],
+        )
 
     def delete(self, col: Any, ids: Sequence[str]) -> None:
         """Delete rows by id, in pages."""
@@ -283,12 +327,12 @@ class SessionStore:
             self.call("delete turns", col.delete, ids=list(ids[start : start + PAGE]))
 
     def roll_back(self, cols: Sequence[Any], ids: list[str]) -> None:
-        """Undo a partly written batch; a failure is logged (the next open repairs it)."""
+        """Undo a partly written batch (under the directory's lock, counted); a failure is logged (the next open repairs it)."""
         for col in cols:
             for start in range(0, len(ids), PAGE):
                 try:
-                    col.delete(ids=ids[start : start + PAGE])
-                except Exception:
+                    self.call("delete a partly written batch", col.delete, ids=ids[start : start + PAGE])
+                except StoreError:
                     log.warning("meve: could not delete a partly written batch from %s; it is repaired when the session is next opened", col.name)
         try:  # a reader may have learned the rolled-back turns from storage: a new epoch makes it reload
             self.bump(EPOCH, uuid.uuid4().hex)

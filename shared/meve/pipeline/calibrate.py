@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from meve.core.durable import write_atomically
 from meve.core.errors import ConfigError, InputError
+from meve.core.formats import FORMATS, found_format
 from meve.core.text import sentence_spans
 from meve.pipeline.phases import head_threshold
 
@@ -50,15 +52,17 @@ class CorpusCalibration:
     scorer: str = ""
 
     def save(self, path: str | Path) -> Path:
-        """Write it as JSON (read back with :meth:`load`)."""
+        """Write it as JSON, whole or not at all, with its format (read back with :meth:`load`)."""
         out = Path(path)
-        out.write_text(json.dumps(asdict(self), indent=1) + "\n", encoding="utf-8")
+        write_atomically(out, (json.dumps({"format": FORMATS["config_file"], **asdict(self)}, indent=1) + "\n").encode("utf-8"))
         return out
 
     @classmethod
     def load(cls, path: str | Path) -> CorpusCalibration:
-        """A calibration :meth:`save` wrote."""
-        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+        """A calibration :meth:`save` wrote (one without ``format`` predates the marker: the same fields)."""
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        found_format("config_file", raw.pop("format", None), where=str(path))
+        return cls(**raw)
 
 
 def pseudo_queries(ids: Sequence[str], texts: Sequence[str], n: int, seed: int = 0, min_words: int = 6) -> list[tuple[str, str, str]]:

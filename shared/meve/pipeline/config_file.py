@@ -1,6 +1,9 @@
 """A MeVeConfig from what a user holds: the record itself, a dict of its fields, or the path of a
 JSON file of its fields (what ``meve tune --out`` writes). ``MeVe(config=...)``, its
-constructors, ``meve query --config`` and both frameworks' adapters read a config through here."""
+constructors, ``meve query --config`` and both frameworks' adapters read a config through here.
+
+A file carries ``"format"`` (:data:`meve.core.formats.FORMATS`); one without it predates the
+marker and holds the same fields (format 1); one from a newer meve is refused."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any, TypeAlias
 from meve.core.config import MeVeConfig
 from meve.core.durable import write_atomically
 from meve.core.errors import ConfigError, InputError
+from meve.core.formats import FORMATS, found_format
 
 __all__ = ["ConfigLike", "as_config", "read_config", "write_config"]
 
@@ -33,6 +37,7 @@ def read_config(path: str | os.PathLike[str]) -> MeVeConfig:
         raise InputError(f"{p}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     if not isinstance(raw, dict):
         raise InputError(f"{p}: expected a JSON object of MeVeConfig fields, got {type(raw).__name__}")
+    found_format("config_file", raw.pop("format", None), where=str(p))
     try:
         return MeVeConfig(**raw)
     except ConfigError as exc:
@@ -46,8 +51,10 @@ def as_config(config: Any) -> MeVeConfig:
         return MeVeConfig()
     if isinstance(config, MeVeConfig):
         return config
-    if isinstance(config, Mapping):
-        return MeVeConfig(**dict(config))
+    if isinstance(config, Mapping):  # a config file's JSON, loaded by the caller, may carry its format
+        fields = dict(config)
+        found_format("config_file", fields.pop("format", None), where="the config given")
+        return MeVeConfig(**fields)
     if isinstance(config, str | os.PathLike):
         return read_config(config)
     raise InputError(f"config must be a MeVeConfig, a dict of its fields or the path of a JSON file of them, got {type(config).__name__}")
@@ -58,5 +65,6 @@ def write_config(config: MeVeConfig, path: str | os.PathLike[str]) -> Path:
     out = Path(path)
     if out.parent != Path():
         out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(out, (json.dumps(config.to_dict(), indent=1) + "\n").encode("utf-8"))
+    fields = {"format": FORMATS["config_file"], **config.to_dict()}
+    write_atomically(out, (json.dumps(fields, indent=1) + "\n").encode("utf-8"))
     return out

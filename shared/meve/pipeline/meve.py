@@ -259,6 +259,8 @@ class MeVe(Retriever):
         if self.store is None:
             raise InputError("this MeVe was built with from_documents; it has no passage store to add texts to")
         texts, ids_, metas = check_texts(texts, ids, metadatas, start=self.store.count())
+        if not texts:  # nothing to add, as LangChain's add_texts([]): no ingestion is recorded
+            return []
         self._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return ids_
 

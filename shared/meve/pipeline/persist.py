@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from meve.core.errors import ConfigError, StoreError
+from meve.core.formats import FormatError
 from meve.core.heap import trim
 from meve.core.logs import log
 from meve.retrieval.lexical import Lexical, LexicalIndex
@@ -69,6 +70,8 @@ def _loaded(path: Path | None) -> LexicalIndex | None:
         return None
     try:
         return LexicalIndex.load(path)
+    except FormatError:
+        raise  # a newer meve's snapshot: rebuilding would delete it under that meve
     except StoreError as exc:
         log.warning("meve: %s; rebuilding it from the collection", str(exc).split("; delete")[0])
         return None

@@ -18,6 +18,7 @@ import numpy as np
 
 from meve.core.durable import write_atomically
 from meve.core.errors import ConfigError, StoreError
+from meve.core.formats import FORMATS, FormatError, found_format
 from meve.core.records import Passage
 from meve.retrieval.bm25 import DEFAULT_BM25, BM25Backend, IncrementalBM25, make_bm25, top_k
 
@@ -95,6 +96,7 @@ class LexicalIndex:
                 write_atomically(folder / f"{name}.npy", partial(np.save, arr=arr))
             write_atomically(folder / "terms.json", json.dumps(terms).encode("utf-8"))
             write_atomically(folder / "ids.json", json.dumps(ids).encode("utf-8"))
+            write_atomically(folder / "format.json", json.dumps({"format": FORMATS["bm25_snapshot"]}).encode("utf-8"))
             write_atomically(root / "CURRENT", folder.name.encode("utf-8"))
             if previous:
                 shutil.rmtree(root / previous, ignore_errors=True)
@@ -103,7 +105,9 @@ class LexicalIndex:
     @classmethod
     def load(cls, directory: str | Path) -> LexicalIndex | None:
         """The snapshot :meth:`save` last completed under ``directory`` (memory-mapped), or None if
-        there is none yet; StoreError if it cannot be read or does not add up."""
+        there is none yet; StoreError if it cannot be read or does not add up, FormatError if a
+        newer meve wrote it (``format.json``; a snapshot without one predates the marker and is
+        format 1, the same layout)."""
         current = Path(directory) / "CURRENT"
         if not current.exists():
             return None
@@ -112,10 +116,16 @@ class LexicalIndex:
             # outlives its deletion, so reading it after the lock is safe).
             with _locked(Path(directory), fcntl.LOCK_SH):
                 folder = Path(directory) / current.read_text(encoding="utf-8").strip()
+                marker = folder / "format.json"
+                fmt = json.loads(marker.read_text(encoding="utf-8")).get("format") if marker.exists() else None
+                if not isinstance(fmt, bool) and isinstance(fmt, int) and fmt > FORMATS["bm25_snapshot"]:
+                    found_format("bm25_snapshot", fmt, where=f"the BM25 snapshot in {str(directory)!r}")
                 arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("indptr", "docs", "tfs", "dls", "lengths")}
                 terms = json.loads((folder / "terms.json").read_text(encoding="utf-8"))
                 ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
             _check_snapshot(folder, terms, ids, arrays)
+        except FormatError:
+            raise
         except (OSError, ValueError, EOFError) as exc:  # EOFError: np.load of an emptied file
             where = str(directory)
             raise StoreError(f"the BM25 snapshot in {where!r} cannot be read ({exc}); delete {where!r} and it is rebuilt from the collection") from exc

@@ -11,7 +11,13 @@ Files in the directory: ``meta.json`` (format, codebook digest; written atomical
 ``m`` bytes, appended), ``index.bin`` (32-byte records: sha1 of the text, first row, row count,
 appended after the rows they point to), ``lock`` (``flock`` around appends, so processes that
 share the directory never interleave). A record whose rows are not all on disk (a crash between
-the two appends) is ignored on open; nothing is ever rewritten in place.
+the two appends) is ignored on open; rows are never rewritten in place.
+
+Formats (:data:`meve.core.formats.FORMATS`): 2 holds every word piece of a passage (the verifier
+reads a long passage in windows). 1, written before meve 0.2.0, kept at most 254 per passage (one
+256-piece window less its two special tokens): on open its records of 254 rows, which may have been
+cut, are dropped from ``index.bin`` (their passages are encoded again when a query needs them), the
+shorter ones are kept, and only then does ``meta.json`` say 2, so a crash in between migrates again.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import numpy as np
 
 from meve.core.durable import fsync_dir, remove_strays, write_atomically
 from meve.core.errors import ConfigError, StoreError
+from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
 
 __all__ = ["CODEBOOK_PATH", "ProductQuantizer", "TokenStore"]
@@ -37,7 +44,8 @@ __all__ = ["CODEBOOK_PATH", "ProductQuantizer", "TokenStore"]
 CODEBOOK_PATH = Path(__file__).resolve().parents[1] / "weights" / "token_codebook.safetensors"
 # "V20", not "S20": numpy strips trailing zero bytes from "S" strings, and 1 digest in 256 ends in one.
 _RECORD = np.dtype([("key", "V20"), ("start", "<u8"), ("rows", "<u4")])
-FORMAT = 1
+FORMAT = FORMATS["token_store"]
+_CUT_AT = 254  # format 1's most rows per passage: a record that long may have been truncated
 
 
 class ProductQuantizer:
@@ -133,10 +141,11 @@ class TokenStore:
         self._refresh()
 
     def _check_meta(self) -> None:
-        """Write ``meta.json`` if there is none (whole or not at all: :mod:`meve.core.durable`), or
-        refuse a folder written with another codebook. One that cannot be read (damaged, or cut
-        short by a crash before writes were atomic) cannot say which codebook the vectors used:
-        they are dropped, with a warning, and re-encoded as queries need them."""
+        """Write ``meta.json`` if there is none (whole or not at all: :mod:`meve.core.durable`),
+        migrate an older format (module docstring), or refuse a folder written with another
+        codebook or by a newer meve. One that cannot be read (damaged, or cut short by a crash
+        before writes were atomic) cannot say which codebook the vectors used: they are dropped,
+        with a warning, and re-encoded as queries need them."""
         meta_path = self.path / "meta.json"
         mine = {"format": FORMAT, "m": self.quantizer.m, "dimension": self.quantizer.dimension, "codebook": self.quantizer.digest}
         with self._file_lock():
@@ -151,9 +160,30 @@ class TokenStore:
             if theirs is None:
                 write_atomically(meta_path, json.dumps(mine).encode("utf-8"))
                 return
-        if theirs != mine:
             where = str(self.path)
-            raise StoreError(f"{where!r} holds token vectors written with {theirs}, this scorer uses {mine}; use another folder or its codebook")
+            found = found_format("token_store", theirs.get("format") if isinstance(theirs, dict) else None, where=repr(where))
+            if not isinstance(theirs, dict) or {**theirs, "format": FORMAT} != mine:
+                raise StoreError(f"{where!r} holds token vectors written with {theirs}, this scorer uses {mine}; use another folder or its codebook")
+            if found < FORMAT:
+                self._migrate_from_1()
+                write_atomically(meta_path, json.dumps(mine).encode("utf-8"))
+
+    def _migrate_from_1(self) -> None:
+        """Keep format 1's records that cannot have been cut (fewer than 254 rows); called under the file lock."""
+        index = self.path / "index.bin"
+        raw = index.read_bytes() if index.exists() else b""
+        records = np.frombuffer(raw[: len(raw) // _RECORD.itemsize * _RECORD.itemsize], dtype=_RECORD)
+        kept = records[records["rows"] < _CUT_AT]
+        write_atomically(index, kept.tobytes())
+        log.warning(
+            "meve: the token vectors in %r were written by an earlier meve (format 1, at most %d per passage); %d passage(s) that may have been "
+            "cut were dropped and are encoded again when a query needs them, %d kept (format %d now)",
+            str(self.path),
+            _CUT_AT,
+            len(records) - len(kept),
+            len(kept),
+            FORMAT,
+        )
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
