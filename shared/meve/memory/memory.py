@@ -26,6 +26,7 @@ import numpy as np
 
 from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import InputError, StoreError
+from meve.core.languages import warn_if_unreadable
 from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
@@ -331,6 +332,7 @@ class MomentaryMemory:
         check_roles(keep_roles=keep_roles, skip_roles=skip_roles)
         t0 = time.perf_counter()
         query = check_query(query)
+        warn_if_unreadable(f"the query {query[:40]!r} to session {self.session_id!r}", [query], self.embedders[0].name)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
         decided = decide(cfg, query)
         cfg = cfg.replace(dates=decided.dates)

@@ -13,6 +13,7 @@ import numpy as np
 
 from meve.core.errors import InputError, StoreError
 from meve.core.heap import trim
+from meve.core.languages import warn_if_unreadable
 from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts
 from meve.core.tokens import TokenCounter, count_many, get_token_counter, stamp, stamp_key
 from meve.mindref.documents import documents_from
@@ -259,9 +260,8 @@ class MeVe(Retriever):
         if self.store is None:
             raise InputError("this MeVe was built with from_documents; it has no passage store to add texts to")
         texts, ids_, metas = check_texts(texts, ids, metadatas, start=self.store.count())
-        if not texts:  # nothing to add, as LangChain's add_texts([]): no ingestion is recorded
-            return []
-        self._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
+        if texts:  # none: nothing to add, as LangChain's add_texts([]), and no ingestion recorded
+            self._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return ids_
 
     def _retried(self, texts: list[str], ids: list[str]) -> set[str]:
@@ -279,6 +279,7 @@ class MeVe(Retriever):
 
         assert self.store is not None, "ingestion needs a passage store"
         ingestion = Ingestion(ids)
+        warn_if_unreadable(f"the {len(texts)} passage(s) being indexed", texts, self.embedder.name)
         done = self._retried(texts, ids)
         rows = [i for i, pid in enumerate(ids) if pid not in done]
         texts, ids, metas = [texts[i] for i in rows], [ids[i] for i in rows], [metas[i] for i in rows]
@@ -319,8 +320,7 @@ class MeVe(Retriever):
         return self._models.scoring
 
     def _shared_pass(self, verify: bool) -> SharedPass | None:
-        # A scorer with a shared pass (late interaction's token vectors) gets them from the
-        # forward pass that makes the dense embedding: ingestion and each query run the model once.
+        # A shared pass (late interaction's token vectors) comes from the forward pass that makes the dense embedding: one model run per batch or query.
         return self._models.scoring.shared if verify else None
 
     def _index_vectors(self, texts: list[str]) -> np.ndarray:
@@ -345,6 +345,7 @@ class MeVe(Retriever):
             raise StoreError("this MeVe was closed; build a new one (MeVe.from_chroma reopens a collection you keep)")
         query = check_query(query)
         cfg = self.config.replace(**overrides)
+        warn_if_unreadable(f"the query {query[:40]!r}", [query], self.embedder.name)
         t0 = time.perf_counter()
         qvec = self._embed_query(query, cfg.verify)
         candidates, lexical, info = self.retrieve(query, qvec, cfg, lambda: self.scorer)
