@@ -5,7 +5,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stamp-install
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
-export ANONYMIZED_TELEMETRY := False
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help

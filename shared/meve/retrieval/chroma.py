@@ -39,9 +39,13 @@ __all__ = [
 
 
 def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Any:
-    """An embedded Chroma client with telemetry off: persistent at ``path``, else in memory.
+    """An embedded Chroma client: persistent at ``path``, else in memory.
 
-    Filesystem and Chroma failures are raised as :class:`StoreError` naming the path and the fix
+    Its settings are those of the instance this process already runs there (the app's own
+    ``chromadb.EphemeralClient()``, ``PersistentClient`` or ``langchain_chroma.Chroma``), else
+    Chroma's defaults, as an app's plain client has them: Chroma keeps one instance per place
+    and refuses a second client there with other settings ("An instance of Chroma already exists
+    ... with different settings"), so meve never brings settings of its own. Filesystem and Chroma failures are raised as :class:`StoreError` naming the path and the fix
     (the original exception is the ``__cause__``). ``create=False`` is for read-only callers: a
     missing directory is an error instead of being created. A path that a client in this process
     already opened (the user's own ``chromadb.PersistentClient`` included) is shared with it.
@@ -49,9 +53,8 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     import chromadb
     from chromadb.config import Settings
 
-    settings = Settings(anonymized_telemetry=False)
     if path is None:
-        return chromadb.EphemeralClient(settings=settings)
+        return chromadb.EphemeralClient(settings=_running_settings("ephemeral") or Settings())
     where = check_directory(path, create=create)
     if not where.exists():
         try:
@@ -61,7 +64,7 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     # An instance this process already runs on the directory is reused under its own spelling of
     # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
     opened = _open_system(where)
-    directory, settings = opened if opened is not None else (str(path), settings)
+    directory, settings = opened if opened is not None else (str(path), Settings())
     try:
         # Started under the lock: the instance then knows which writes it has seen.
         with lock_at(where).hold(write=False):
@@ -233,6 +236,7 @@ def chroma_http_client(
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s <= 3600:
         raise ConfigError("timeout_s", timeout_s, "a number of seconds in (0, 3600]")
     try:
+        # Every HTTP client has an instance of its own (Chroma keys them by a fresh uuid): settings never clash there.
         client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}), settings=Settings(anonymized_telemetry=False))
     except Exception as exc:
         raise StoreError(f"cannot reach the Chroma server at {host}:{port}: {type(exc).__name__}: {exc}; is `chroma run` up?") from exc
@@ -261,6 +265,14 @@ def warn_if_untimed(client: Any) -> None:
         "meve: this Chroma HTTP client has no request timeout, so a frozen server makes every call wait forever; "
         "meve.store.chroma_http_client(host, port, timeout_s=30) gives one whose calls fail with a StoreError instead"
     )
+
+
+def _running_settings(identifier: str) -> Any:
+    """The settings of the Chroma instance this process runs under ``identifier`` ("ephemeral"), or None."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    system = getattr(SharedSystemClient, "_identifier_to_system", {}).get(identifier)
+    return system.settings if system is not None else None
 
 
 def _open_system(where: Path) -> tuple[str, Any] | None:

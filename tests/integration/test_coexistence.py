@@ -1,0 +1,58 @@
+"""meve's Chroma clients beside an app's own in one process, as an app runs: no environment
+variable set (the Makefile's ANONYMIZED_TELEMETRY=False hid the clash from the suite), either order."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import sys, chromadb
+from meve import MeVe
+from meve.retrieval.chroma import chroma_client
+from tests.fakes import FakeEmbedder, FakeScorer
+
+order, where = sys.argv[1], sys.argv[2]
+
+def app_memory():
+    from langchain_chroma import Chroma
+    from langchain_core.embeddings import FakeEmbeddings
+    store = Chroma(collection_name="app-notes", embedding_function=FakeEmbeddings(size=16))
+    store.add_texts(["the app's own note"])
+    return store.similarity_search("note", k=1)[0].page_content
+
+def meve_memory():
+    m = MeVe.from_texts(["Karl Drais built a running machine in 1817."], embedder=FakeEmbedder(), scorer=FakeScorer())
+    return m.run("running machine").documents[0].text
+
+def app_disk():
+    col = chromadb.PersistentClient(path=where).get_or_create_collection("app-rows")
+    col.upsert(ids=["a"], embeddings=[[0.1, 0.2]], documents=["the app's row"])
+    return col.get(ids=["a"])["documents"][0]
+
+def meve_disk():
+    m = MeVe.from_texts(["Dunlop made the pneumatic tyre."], embedder=FakeEmbedder(), scorer=FakeScorer(), client=chroma_client(where), collection_name="meve-rows")
+    return m.run("pneumatic tyre").documents[0].text
+
+steps = {"app-first": [app_memory, meve_memory, app_disk, meve_disk], "meve-first": [meve_memory, app_memory, meve_disk, app_disk]}[order]
+print([step() for step in steps])
+"""
+
+
+@pytest.mark.parametrize("order", ["app-first", "meve-first"])
+def test_an_apps_own_chroma_clients_and_meves_share_one_process(tmp_path, order):
+    env = {k: v for k, v in os.environ.items() if k != "ANONYMIZED_TELEMETRY"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "shared"), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", SCRIPT, order, str(tmp_path / "db")], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout.strip().splitlines()[-1]
+    for text in ("the app's own note", "Karl Drais built a running machine in 1817.", "the app's row", "Dunlop made the pneumatic tyre."):
+        assert text in out
