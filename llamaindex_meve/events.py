@@ -45,18 +45,18 @@ def check_on_empty(value: Any) -> str:
     from meve import ConfigError
 
     if value not in ON_EMPTY:
-        raise ConfigError("on_empty", value, "'note' (one node saying why nothing was kept, so a chat engine still asks its LLM) or 'nothing'")
+        raise ConfigError("on_empty", value, "'nothing' (no node: LlamaIndex's own empty response) or 'note' (one node saying why nothing was kept)")
     return str(value)
 
 
 def empty_nodes(result: ContextResult, on_empty: str) -> list[NodeWithScore]:
-    """What to hand LlamaIndex when MeVe kept nothing. LlamaIndex's response synthesizers answer
-    "Empty Response" without calling the LLM when given no node, and chat engines then store that
-    as the assistant's turn; with ``"note"`` they get one node saying why (the budget phase's
-    reason, ``meve_source="empty"``), so the LLM is asked and the answer stored is its own."""
+    """What to hand LlamaIndex when MeVe kept nothing: with ``"nothing"`` (the default) no node,
+    so its response synthesizers answer "Empty Response" without calling the LLM, as with any
+    retriever that finds nothing; with ``"note"`` (opt-in) one node saying why (the budget phase's
+    reason, ``meve_source="empty"``), so the LLM is asked and a chat engine stores its answer."""
     if result.documents or on_empty == "nothing":
         return []
     reason = result.phase("budget").info.get("empty", "nothing was kept")
-    node = TextNode(text=f"No passage relevant to this question was found ({reason}).", id_="meve-empty", metadata={"meve_source": "empty"})
+    node = TextNode(text=f"meve kept no passage for this question: {reason}.", id_="meve-empty", metadata={"meve_source": "empty"})
     node.excluded_llm_metadata_keys = ["meve_source"]
     return [NodeWithScore(node=node, score=0.0)]

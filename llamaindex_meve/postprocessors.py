@@ -78,7 +78,10 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
     embedder: Any = Field(default=None, description="a meve Embedder; default all-MiniLM-L6-v2")
     scorer: Any = Field(default=None, description="a meve Scorer or a name: 'late-interaction' (default), 'cosine', or a cross-encoder name/path")
     token_counter: Any = Field(default=None, description="anything meve.get_token_counter accepts")
-    on_empty: str = Field(default="note", description="when nothing is kept: 'note' (one node saying why, so a chat engine still asks its LLM) or 'nothing'")
+    on_empty: str = Field(
+        default="nothing",
+        description="when nothing is kept: 'nothing' (no node: LlamaIndex's own empty response) or 'note' (one node saying why, for the LLM)",
+    )
     _models: Models = PrivateAttr()
     _spec = _Spec(phases=())
 

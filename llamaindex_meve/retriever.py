@@ -70,11 +70,12 @@ class MeVeRetriever(BaseRetriever):
         scorer: Scorer | str | None = None,
         token_counter: Any = None,
         bm25_backend: str | None = None,
-        on_empty: str = "note",
+        on_empty: str = "nothing",
         **kwargs: Any,
     ) -> None:
-        """``on_empty``: when MeVe keeps nothing, ``"note"`` returns one node saying why (so a chat
-        engine still asks its LLM) and ``"nothing"`` an empty list."""
+        """``on_empty``: when MeVe keeps nothing, ``"nothing"`` (the default) returns no node, so
+        LlamaIndex answers with its own empty response; ``"note"`` returns one node saying why (so
+        a chat engine still asks its LLM). Either way meve logs the reason at WARNING."""
         self.on_empty = check_on_empty(on_empty)
         super().__init__(**kwargs)
         if (index is None) == (core is None):
@@ -122,7 +123,7 @@ class MeVeRetriever(BaseRetriever):
         return self.core.config
 
     @classmethod
-    def from_documents(cls, documents: Sequence[Any], *, on_empty: str = "note", **kwargs: Any) -> MeVeRetriever:
+    def from_documents(cls, documents: Sequence[Any], *, on_empty: str = "nothing", **kwargs: Any) -> MeVeRetriever:
         """MindRef-style hierarchical retrieval over whole LlamaIndex Documents (no pre-chunking):
         documents by title (``metadata['title']``) and summary, then passages inside them with
         character offsets (``metadata['start']``/``['end']``). Keyword arguments go to ``meve.MeVe.from_documents``."""

@@ -61,7 +61,7 @@ __all__ = [
 
 CONFIG_FIELDS: tuple[str, ...] = tuple(MeVeConfig.__dataclass_fields__)
 #: The metadata keys meve adds to what it returns (reserved: storing one is an InputError).
-META_KEYS = ("meve_score", "meve_source", "meve_tokens", "meve_spans", "meve_note")
+META_KEYS = ("meve_score", "meve_source", "meve_tokens", "meve_spans", "meve_cut", "meve_note")
 
 
 def config_from(options: dict[str, Any], base: ConfigLike | None = None, *, owner: str, others: Collection[str] = ()) -> MeVeConfig:
@@ -145,11 +145,15 @@ def user_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def passage_metadata(result: ContextResult, p: Passage, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``base`` plus what meve adds: score, source, tokens, the kept character spans of a pruned
-    passage, and a note for a passage kept without passing the verifier (query coverage: the
-    terms it adds; padding: why)."""
+    or cut passage (``meve_cut`` and a note for one cut to fit t_max), and a note for a passage
+    kept without passing the verifier (query coverage: the terms it adds; padding: why)."""
     meta = {**user_metadata(base), "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
     if p.spans is not None:
         meta["meve_spans"] = [list(span) for span in p.spans]
+    cut = result.phase("budget").info.get("cut", {}).get(p.id)
+    if cut is not None:
+        meta["meve_cut"] = True
+        meta["meve_note"] = f"cut to its best excerpt to fit t_max: {cut['tokens_kept']} of its {cut['tokens_whole']} tokens"
     if p.source == "covered":
         terms = result.phase("verify").info.get("covered", {}).get(p.id, {}).get("terms", [])
         meta["meve_note"] = f"kept for query coverage: adds {', '.join(terms)}"

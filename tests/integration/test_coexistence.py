@@ -39,7 +39,8 @@ def app_disk():
     return col.get(ids=["a"])["documents"][0]
 
 def meve_disk():
-    m = MeVe.from_texts(["Dunlop made the pneumatic tyre."], embedder=FakeEmbedder(), scorer=FakeScorer(), client=chroma_client(where), collection_name="meve-rows")
+    client = chroma_client(where)
+    m = MeVe.from_texts(["Dunlop made the pneumatic tyre."], embedder=FakeEmbedder(), scorer=FakeScorer(), client=client, collection_name="meve-rows")
     return m.run("pneumatic tyre").documents[0].text
 
 steps = {"app-first": [app_memory, meve_memory, app_disk, meve_disk], "meve-first": [meve_memory, app_memory, meve_disk, app_disk]}[order]
@@ -51,7 +52,8 @@ print([step() for step in steps])
 def test_an_apps_own_chroma_clients_and_meves_share_one_process(tmp_path, order):
     env = {k: v for k, v in os.environ.items() if k != "ANONYMIZED_TELEMETRY"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "shared"), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", SCRIPT, order, str(tmp_path / "db")], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    argv = [sys.executable, "-c", SCRIPT, order, str(tmp_path / "db")]
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout.strip().splitlines()[-1]
     for text in ("the app's own note", "Karl Drais built a running machine in 1817.", "the app's row", "Dunlop made the pneumatic tyre."):

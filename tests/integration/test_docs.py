@@ -139,7 +139,7 @@ def extra_for(modules: set[str]) -> set[str]:
     """The extra the install page names for a block's imports."""
     if modules & {"langgraph"} or "langchain" in modules:
         return {"langchain-agents"}
-    if modules & {"langchain_core", "langchain_meve"}:
+    if modules & {"langchain_core", "langchain_meve", "langchain_classic", "langchain_text_splitters"}:
         return {"langchain"}
     if modules & {"llama_index", "llamaindex_meve"}:
         return {"llamaindex"}

@@ -18,6 +18,7 @@ from meve import MemoryConfig, MeVeConfig, MomentaryMemory
 from meve.cli.commands import demo_corpus
 from meve.scoring.cosine import CosineScorer
 from meve.scoring.embedders import default_embedder
+from meve.scoring.late_interaction import shared_cache, text_key
 from tests.fakes import run_while_ticking
 
 pytestmark = pytest.mark.integration
@@ -131,8 +132,11 @@ def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_
     # (it used to be built on the store's LangChain embeddings and fail at the first query).
     default = MeVeRetriever.from_vectorstore(store, docs)
     assert default.meve.scorer.name.startswith("late-interaction:")
-    assert default.invoke(question)[0].metadata["meve_source"] == "verified"
-    assert default.meve.scorer.encoded_at_query_time > 0  # the store's passages were never through meve's ingestion
+    top = default.invoke(question)[0]
+    assert top.metadata["meve_source"] == "verified"
+    # The store's passages never went through meve's ingestion: their token vectors were made at query
+    # time, by this retriever or an earlier component over the same model (the process shares them).
+    assert text_key(top.page_content) in default.meve.scorer.cache and default.meve.scorer.cache is shared_cache("all-MiniLM-L6-v2")
 
 
 def _fake_idless_store(embeddings):
@@ -557,3 +561,24 @@ def test_evicting_a_session_never_closes_a_memory_a_model_call_is_using(minilm, 
     assert open_clients()[str(Path(chroma_dir).resolve())] == 1  # a's memory was closed once its call ended; b's is open
     assert [t.text for t in mw.memory_for("a").turns()] == ["hold: my locker code is 4471"]
     mw.close()
+
+
+def test_components_built_one_after_another_share_the_token_vectors_of_what_they_verified(minilm):
+    # Issue 63 #4: the cache belonged to each instance, so every new postprocessor or compressor
+    # (one per request in many apps) encoded its long nodes again: 40-48 s per first query.
+    from llamaindex_meve import MeVePostprocessor
+
+    texts = [f"Chapter {i}: the chain of bicycle number {i} is oiled every {100 + i} kilometres with wax." for i in range(6)]
+    found = [Document(page_content=t, id=f"c{i}") for i, t in enumerate(texts)]
+    first = MeVeCompressor()
+    first.compress_documents(found, "How often is the chain of bicycle 3 oiled?")
+    encoded_first = first._models.scoring.scorer.encoded_at_query_time
+    second = MeVeCompressor()
+    second.compress_documents(found, "Which bicycle chain is oiled every 104 kilometres?")
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    third = MeVePostprocessor()
+    third.postprocess_nodes([NodeWithScore(node=TextNode(text=t), score=0.5) for t in texts], query_str="chain wax")
+    assert encoded_first == len(texts)
+    assert second._models.scoring.scorer.encoded_at_query_time == 0 and third._models.scoring.scorer.encoded_at_query_time == 0
+    assert second._models.scoring.scorer is not first._models.scoring.scorer  # their own scorers, one cache

@@ -489,3 +489,26 @@ def test_meve_retriever_returns_the_new_text_of_a_node_inserted_again(minilm):
     index.insert_nodes([TextNode(text=newer, id_="dunlop")])  # the same id: the index replaces the node
     got = {n.node.node_id: n.node.get_content() for n in r.retrieve(question)}
     assert got["dunlop"] == newer
+
+
+def test_the_default_pipeline_over_default_nodes_answers_from_a_real_multi_node_document(minilm):
+    # Issue 63: SentenceSplitter's default nodes are ~1,024 tokens, MeVePostprocessor's t_max 512, and
+    # every query got no passage. Now the most relevant node is cut to its best sentences within t_max.
+    from pathlib import Path
+
+    from llama_index.core import Document
+
+    from meve.core.tokens import get_token_counter
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "phases.md"
+    index = VectorStoreIndex.from_documents([Document(text=page.read_text(encoding="utf-8"))], embed_model=MeVeEmbedding(minilm))  # Settings' splitter
+    counter = get_token_counter()
+    sizes = [counter.count(n.get_content()) for n in index.docstore.docs.values()]
+    assert len(sizes) >= 5 and max(sizes) > 900  # LlamaIndex's own default nodes, each far over t_max 512
+    engine = index.as_query_engine(llm=MockLLM(max_tokens=3), node_postprocessors=[MeVePostprocessor()])  # a mock LLM: none runs offline
+    for question, answer in (("How much faster are the int8 sentence vectors than float32?", "1.6x faster"), ("What error does bad input raise?", "MeVeError")):
+        (node,) = engine.query(question).source_nodes
+        text = node.node.get_content(metadata_mode="llm")
+        assert node.node.metadata["meve_source"] == "verified" and node.node.metadata["meve_cut"] is True
+        assert counter.count(text) <= 512 and answer in text
+        assert "cut to its best excerpt to fit t_max" in (note := node.node.metadata["meve_note"]) and note not in text  # hidden from the LLM

@@ -1,7 +1,5 @@
 """MeVe over real Chroma with fake models (FakeEmbedder, FakeScorer; see tests/fakes.py)."""
 
-import re
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -69,18 +67,32 @@ def test_ablation_switches_and_overrides():
     assert m.config.t_max == 100  # the override did not leak into the instance
 
 
-def test_budget_smaller_than_every_passage_gives_empty_context_with_reason(caplog, monkeypatch):
-    import meve.core.logs
-
-    monkeypatch.setattr(meve.core.logs, "_warned", set())  # the warning is logged once per process
+def test_when_no_passage_fits_whole_the_most_relevant_is_cut_to_its_best_excerpt(caplog):
+    filler = "Filler words about nothing much at all in this sentence here. "
+    long = filler * 10 + "Gustave Eiffel's company built the tower. " + "It was finished in 1889 in Paris. " + filler * 10
+    m = MeVe.from_texts([long, "Potassium is a chemical element."], embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(tau=0.0, t_max=40))
     with caplog.at_level("WARNING", logger="meve"):
-        r = build().run("Eiffel Tower", t_max=3)
-    assert r.documents == () and r.context == "" and r.token_count == 0
-    why = r.phase("budget").info["empty"]
-    assert "exceeds t_max 3" in why and "prune='scorer'" in why
-    needs = re.search(r"the smallest needs (\d+) tokens", why)
-    assert needs is not None and int(needs.group(1)) > 3
-    assert any(why in rec.getMessage() for rec in caplog.records)
+        r = m.run("Gustave Eiffel company built tower finished")
+    (doc,) = r.documents
+    assert doc.id == "doc-0" and 0 < r.token_count <= 40 and r.token_count == m.token_counter.count(r.context)
+    # One excerpt of the stored text around the best sentence, grown while it fits: the next sentence, which leans on it, comes along.
+    assert "Gustave Eiffel's company built the tower. It was finished in 1889" in r.context and long[doc.spans[0][0] : doc.spans[0][1]] == r.context
+    cut = r.phase("budget").info["cut"]["doc-0"]
+    assert cut["tokens_whole"] > 40 and cut["tokens_kept"] == r.token_count and [list(s) for s in doc.spans] == cut["spans"]
+    assert m.token_counter.count(long[doc.spans[0][0] - 70 : doc.spans[0][1] + 70]) > 40  # no neighbouring sentence would still fit
+    assert "empty" not in r.phase("budget").info and "empty context" not in caplog.text
+
+
+def test_a_sentence_longer_than_t_max_is_cut_at_words_and_a_context_too_small_for_a_word_is_empty_with_a_reason_each_query(caplog):
+    text = " ".join(f"word{i}" for i in range(400)) + " eiffelxtowerz"  # no full stop anywhere
+    m = MeVe.from_texts([text], embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(tau=0.0, t_max=30))
+    r = m.run("eiffelxtowerz")
+    assert 0 < r.token_count <= 30 and "eiffelxtowerz" in r.context
+    with caplog.at_level("WARNING", logger="meve"):
+        for _ in range(2):
+            empty = m.run("eiffelxtowerz", t_max=1, prune="scorer")
+    assert empty.documents == () and "raise t_max" in (why := empty.phase("budget").info["empty"]) and "prune='scorer'" not in why
+    assert caplog.text.count("empty context for the query 'eiffelxtowerz'") == 2  # every query, not once a process
 
 
 @pytest.mark.parametrize("query", ["", "   ", None, 42, b"bytes"])
@@ -204,6 +216,14 @@ def test_a_question_the_corpus_cannot_answer_gets_an_empty_context_not_padding()
     fb = r.phase("fallback")
     assert fb.info["triggered"] is True and fb.info["added"] == []
     assert "nothing relevant" in r.phase("budget").info["empty"]
+
+
+def test_an_empty_context_is_logged_at_warning_with_its_reason_on_every_query(caplog):
+    m = build(config=MeVeConfig(k_init=3, tau=0.5, n_min=3, fallback_k=3, t_max=200))
+    with caplog.at_level("WARNING", logger="meve"):
+        m.run("capital of Australia")
+        m.run("capital of Australia")
+    assert caplog.text.count("meve: empty context for the query 'capital of Australia': nothing relevant") == 2
 
 
 def test_min_keep_pads_an_empty_context_with_the_best_scored_candidates_flagged_as_such():

@@ -3,9 +3,11 @@ it writes, and an upgrade note for every format."""
 
 from __future__ import annotations
 
+import itertools
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import meve
 from meve.core.formats import FORMATS
@@ -36,7 +38,7 @@ def test_the_newest_release_names_the_formats_this_code_writes_and_a_format_chan
     assert releases[0][1] == dict(FORMATS)  # a format changed without a CHANGELOG entry saying so fails here
     versions = [v for v, _ in releases]
     assert len(set(versions)) == len(versions)
-    for (newer, f_new), (older, f_old) in zip(releases, releases[1:], strict=False):
+    for (newer, f_new), (older, f_old) in itertools.pairwise(releases):
         assert all(f_new[k] >= f_old.get(k, 0) for k in f_new), f"{newer} lowers a format of {older}"
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from meve.core.records import Dropped, Passage
 from meve.pipeline.phases import PhaseOutput, rankable
 
-__all__ = ["ANAPHOR", "GAP_MARK", "prune_sentences"]
+__all__ = ["ANAPHOR", "GAP_MARK", "cut_to_fit", "prune_sentences", "word_windows"]
 
 # A sentence holding a third-person pronoun, or opening with a demonstrative, leans on the one
 # before it for its subject.
@@ -99,3 +99,40 @@ def _runs(sp: Sequence[tuple[int, int]], keep: set[int]) -> list[tuple[int, int]
         else:
             runs.append(sp[i])
     return runs
+
+
+def word_windows(text: str, spans: Sequence[tuple[int, int]], counts: Sequence[int], limit: int) -> list[tuple[int, int]]:
+    """``spans`` with each one over ``limit`` tokens (``counts``) split at whitespace into about
+    equal parts that fit: a sentence longer than the budget (a table, code, text with no full
+    stop) can then still be cut to."""
+    out: list[tuple[int, int]] = []
+    for (a, b), n in zip(spans, counts, strict=True):
+        if n <= limit:
+            out.append((a, b))
+            continue
+        words = [(m.start() + a, m.end() + a) for m in re.finditer(r"\S+", text[a:b])]
+        per = max(1, len(words) * max(1, limit // 2) // max(n, 1))  # about half the limit per part, in words
+        out += [(words[i][0], words[min(i + per, len(words)) - 1][1]) for i in range(0, len(words), per)]
+    return out
+
+
+def cut_to_fit(cand: Passage, spans: Sequence[tuple[int, int]], scores: Sequence[float] | np.ndarray, limit: int, count: Any) -> Passage | None:
+    """``cand`` cut to the run of sentences around its best one (``scores``, the verifier's) that
+    fits in ``limit`` tokens (``count``: text -> tokens): from the best sentence the run grows
+    by the better-scored neighbour, before or after, while it fits. One contiguous excerpt, so a
+    sentence keeps what it leans on (a table's header row, the subject of "it"); None if not even
+    the best sentence fits."""
+    ranked = rankable(scores)
+    best = int(np.argmax(ranked))
+    if count(cand.text[spans[best][0] : spans[best][1]]) > limit:
+        return None
+    lo = hi = best
+    while True:
+        options = [j for j in (lo - 1, hi + 1) if 0 <= j < len(spans)]
+        fits = [j for j in sorted(options, key=lambda j: -ranked[j]) if count(cand.text[spans[min(lo, j)][0] : spans[max(hi, j)][1]]) <= limit]
+        if not fits:
+            break
+        lo, hi = min(lo, fits[0]), max(hi, fits[0])
+    start, end = spans[lo][0], spans[hi][1]
+    text = cand.text[start:end]
+    return cand.with_(text=text, spans=((start, end),), tokens=count(text))

@@ -17,12 +17,12 @@ import numpy as np
 
 from meve.core.config import MeVeConfig
 from meve.core.errors import ConfigError
-from meve.core.logs import warn_once
+from meve.core.logs import log
 from meve.core.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.core.text import sentence_spans
 from meve.core.tokens import TokenCounter, count_many, read_stamp, stamp_key
 from meve.pipeline.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_context, pad, verify_query
-from meve.pipeline.prune import prune_sentences
+from meve.pipeline.prune import cut_to_fit, prune_sentences, word_windows
 from meve.retrieval.lexical import LexicalSearch
 from meve.scoring.protocols import Embedder, Scorer, Scoring, split_sizes
 
@@ -213,25 +213,46 @@ def prune_step(q: Query, passages: tuple[Passage, ...]) -> Step:
 
 
 def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace) -> Step:
-    """Phase 5: greedy packing into t_max tokens of the joined context; an empty context says why."""
+    """Phase 5: greedy packing into t_max tokens of the joined context. When no passage fits
+    whole (a LlamaIndex default node is 1,024 tokens, t_max 512), the first, the most relevant, is
+    cut to its best excerpt within t_max (:func:`cut_one`) rather than leave the context empty."""
     cfg = q.cfg
     counts = [trace.tokens([p]) for p in passages]
     out, _, total = pack_context(passages, counts, q.counter, cfg.t_max, cfg.separator, cfg.max_passages)
     info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": q.counter.name, "context_tokens": total}
+    if not out.kept and passages:
+        cut = cut_one(q, passages[0], counts[0])
+        if cut is not None:
+            out, _, total = pack_context((cut,), [int(cut.tokens or 0)], q.counter, cfg.t_max, cfg.separator, cfg.max_passages)
+            dropped = tuple(Dropped(p.id, f"over budget: needs {n} tokens, t_max {cfg.t_max}", float(n)) for p, n in zip(passages[1:], counts[1:], strict=True))
+            out = PhaseOutput(out.kept, dropped, out.info)
+            info.update(context_tokens=total, cut={cut.id: {"tokens_whole": counts[0], "tokens_kept": total, "spans": [list(s) for s in cut.spans or ()]}})
     if not out.kept:
-        if passages:
-            # Chunks longer than the budget (LlamaIndex's default chunk is 1,024 tokens, t_max 512) leave the
-            # context empty on every query: said in the trace and logged once, never silently.
-            info["empty"] = (
-                f"every remaining passage alone exceeds t_max {cfg.t_max} (the smallest needs {min(counts)} tokens): raise t_max, "
-                "split the documents into smaller chunks, or set prune='scorer' to keep only each passage's relevant sentences"
-            )
-            warn_once("meve-budget-below-passages", f"meve: {info['empty']}")
-        elif q.candidates:
-            info["empty"] = "nothing relevant: no candidate passed the verifier and the fallback found no passage with lexical evidence it accepts"
-        else:
-            info["empty"] = "no candidates"
+        info["empty"] = _empty_reason(q, passages, counts)
+        log.warning("meve: empty context for the query %r: %s", q.text[:80], info["empty"])
     return Step(out, info=info)
+
+
+def cut_one(q: Query, passage: Passage, tokens: int) -> Passage | None:
+    """``passage`` (``tokens`` long, over t_max) cut to the run of sentences around the one the
+    scorer rates highest that fits t_max (:func:`~meve.pipeline.prune.cut_to_fit`); a sentence
+    longer than t_max is split at whitespace first."""
+    limit = q.cfg.t_max
+    spans = sentence_spans(passage.text) or [(0, len(passage.text))]
+    spans = word_windows(passage.text, spans, count_many(q.counter, [passage.text[a:b] for a, b in spans]), limit)
+    (scores,) = q.scoring().spans(q.text, [passage.text], [spans])
+    return cut_to_fit(passage, spans, scores, limit, q.counter.count)
+
+
+def _empty_reason(q: Query, passages: tuple[Passage, ...], counts: list[int]) -> str:
+    """Why the context is empty, with remedies that are not already set."""
+    if passages:
+        return (
+            f"no part of the most relevant passage fits t_max {q.cfg.t_max} (its smallest sentence needs more; the passage has {counts[0]} tokens): raise t_max"
+        )
+    if q.candidates:
+        return "nothing relevant: no candidate passed the verifier and the fallback found no passage with lexical evidence it accepts"
+    return "no candidates: the collection is empty or the retriever returned nothing"
 
 
 _STEPS: dict[str, Callable[[Query, tuple[Passage, ...]], Step]] = {

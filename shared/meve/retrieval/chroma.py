@@ -45,7 +45,8 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     ``chromadb.EphemeralClient()``, ``PersistentClient`` or ``langchain_chroma.Chroma``), else
     Chroma's defaults, as an app's plain client has them: Chroma keeps one instance per place
     and refuses a second client there with other settings ("An instance of Chroma already exists
-    ... with different settings"), so meve never brings settings of its own. Filesystem and Chroma failures are raised as :class:`StoreError` naming the path and the fix
+    ... with different settings"), so meve never brings settings of its own. Filesystem and
+    Chroma failures are raised as :class:`StoreError` naming the path and the fix
     (the original exception is the ``__cause__``). ``create=False`` is for read-only callers: a
     missing directory is an error instead of being created. A path that a client in this process
     already opened (the user's own ``chromadb.PersistentClient`` included) is shared with it.

@@ -33,6 +33,7 @@ from meve.scoring.batching import default_batch_tokens
 from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PATH, Calibration
 from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder, default_embedder
 from meve.scoring.protocols import Scoring, SharedPass
+from meve.scoring.registry import registry
 from meve.scoring.token_pass import forward
 from meve.scoring.token_store import TokenStore
 from meve.scoring.windows import pieces
@@ -40,7 +41,7 @@ from meve.scoring.windows import pieces
 #: Texts whose token offsets a scorer keeps (8 bytes a word piece: ~8 KB for a 1,024-token passage).
 _OFFSET_TEXTS = 4096
 
-__all__ = ["LateInteractionScorer", "TokenVectorCache", "dequantize", "maxsim", "quantize", "text_key"]
+__all__ = ["LateInteractionScorer", "TokenVectorCache", "dequantize", "maxsim", "quantize", "shared_cache", "text_key"]
 
 
 def maxsim(query_tokens: np.ndarray, passage_tokens: np.ndarray) -> float:
@@ -161,6 +162,14 @@ def _sentence_transformer(embedder: Any) -> Any:
     return inner
 
 
+def shared_cache(model: str) -> TokenVectorCache:
+    """The process's token-vector cache for ``model`` (an embedder's name), bounded at 512 MiB:
+    a text verified by one component (a postprocessor, a compressor, a retriever) is not encoded
+    again by the next one built over the same model, nor by a new one built per request."""
+    cache: TokenVectorCache = registry.singleton(f"token-cache:{model}", TokenVectorCache)
+    return cache
+
+
 class LateInteractionScorer:
     """The default verifier (see the module docstring). ``embedder`` defaults to meve's MiniLM.
 
@@ -170,11 +179,20 @@ class LateInteractionScorer:
     :meth:`attach`) token vectors are kept there instead, unbounded and across restarts.
     """
 
-    def __init__(self, embedder: Any = None, *, calibration: Calibration | str | Path | None = None, cache_bytes: int = 512 * 2**20) -> None:
+    def __init__(
+        self,
+        embedder: Any = None,
+        *,
+        calibration: Calibration | str | Path | None = None,
+        cache_bytes: int = 512 * 2**20,
+        cache: TokenVectorCache | None = None,
+    ) -> None:
+        """``cache``: a token-vector cache to share (:func:`shared_cache`: every default component
+        over one model in a process reads the same), else one of its own of ``cache_bytes``."""
         self._st = _sentence_transformer(embedder if embedder is not None else default_embedder())
         self.calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration or CALIBRATION_PATH)
         self._own_calibration = calibration is not None
-        self.cache = TokenVectorCache(cache_bytes)
+        self.cache = cache if cache is not None else TokenVectorCache(cache_bytes)
         self.store: TokenStore | None = None
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._qlock = threading.Lock()

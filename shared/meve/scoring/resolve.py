@@ -15,7 +15,7 @@ from meve.core.errors import ConfigError
 from meve.scoring.cosine import CosineScorer
 from meve.scoring.cross_encoder import CrossEncoderScorer
 from meve.scoring.embedders import default_embedder
-from meve.scoring.late_interaction import LateInteractionScorer
+from meve.scoring.late_interaction import LateInteractionScorer, shared_cache
 from meve.scoring.meve_cross_encoder import SHIPPED, MeveCrossEncoderScorer
 from meve.scoring.protocols import Embedder, ProvidesScoring, Scorer, Scoring
 from meve.scoring.token_store import TokenStore
@@ -58,7 +58,7 @@ def make_scoring(spec: ScorerSpec, embedder: Embedder) -> Scoring:
         return Scoring.of(spec)
     name = _name(spec)
     if name == "late-interaction":
-        return LateInteractionScorer(embedder).scoring()
+        return LateInteractionScorer(embedder, cache=shared_cache(embedder.name)).scoring()
     if name == "cosine":
         return Scoring.of(CosineScorer(embedder))
     if name in SHIPPED:
