@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
 from meve import ConfigError, MemoryConfig, MomentaryMemory
-from meve.integration import Message, chat_context, chat_role
+from meve.integration import Message, chat_context, chat_role, record_messages
 
 try:  # the middleware needs `langchain` 1.x (extra "langchain"); reconstruct_messages does not
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -59,14 +59,17 @@ def reconstruct_messages(
     l_max: int | None = None,
     top_k: int | None = None,
     record: bool = True,
+    tools: bool = True,
 ) -> list[AnyMessage]:
     """The messages a model should see (:func:`meve.integration.chat_context`): system messages
     first, outside ``l_max``; then the turns memory recalls for the latest user message, as plain
-    user/assistant messages (ids ``meve-<turn id>``), within ``l_max`` tokens; then the current
-    exchange (the latest user message and everything after it, AI tool calls and their
-    ToolMessages included) verbatim and in order. Usable from LangGraph or hand-written loops."""
+    user/assistant messages (ids ``meve-<turn id>``; a recalled tool result is an AI message
+    "Tool result: ..."), within ``l_max`` tokens; then the current exchange (the latest user
+    message and everything after it, AI tool calls and their ToolMessages included) verbatim and
+    in order. ``record`` stores the messages first: user and AI turns, and tool results unless
+    ``tools`` is False. Usable from LangGraph or hand-written loops."""
     plain = [_message(m) for m in messages]
-    wanted = chat_context(plain, memory, l_max=l_max, top_k=top_k, record=record)
+    wanted = chat_context(plain, memory, l_max=l_max, top_k=top_k, record=record, tools=tools)
     originals = {id(p): m for p, m in zip(plain, messages, strict=True)}
     out: list[AnyMessage] = []
     for m in wanted:
@@ -80,9 +83,11 @@ def reconstruct_messages(
 class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
     """Gives the model ``system prompt + reconstructed memory + the new message`` on every call.
 
-    The agent's checkpointed history is left untouched (``request.override``); every
-    user and AI turn is recorded in a :class:`meve.MomentaryMemory` keyed by the
-    agent's ``thread_id`` (or ``session_id``). Pass ``memory=`` to use one memory for
+    The agent's checkpointed history is left untouched (``request.override``); every user and AI
+    turn, and every tool result unless ``store_tool_results=False``, is recorded in a
+    :class:`meve.MomentaryMemory` keyed by the agent's ``thread_id`` (or ``session_id``): before
+    each model call, and after it (``after_model``), so a thread's last reply is stored when the
+    model returns it, not only at the thread's next call. Pass ``memory=`` to use one memory for
     every thread, or ``path=``/``client=`` to open one per thread (at most ``max_sessions``
     stay open; the least recently used is closed once no model call is using it, and reopened
     from Chroma when it returns).
@@ -100,6 +105,7 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         l_max: int | None = None,
         top_k: int | None = None,
         max_sessions: int = 1024,
+        store_tool_results: bool = True,
     ) -> None:
         if AgentMiddleware is object:
             raise ImportError('MomentaryContextMiddleware needs LangChain\'s agents: pip install -e ".[langchain-agents]" (langchain >= 1.0)')
@@ -111,6 +117,9 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         MemoryConfig(l_max=l_max if l_max is not None else 1, top_k=top_k if top_k is not None else 0)  # validates both, naming the bad value
         if not isinstance(max_sessions, int) or isinstance(max_sessions, bool) or max_sessions < 1:
             raise ConfigError("max_sessions", max_sessions, "an int >= 1 (memories kept open; the least recently used is closed first)")
+        if not isinstance(store_tool_results, bool):
+            raise ConfigError("store_tool_results", store_tool_results, "True (tool results are stored and recalled like turns) or False")
+        self.store_tool_results = store_tool_results
         self._fixed = memory
         self._session_id = session_id
         self._open = {"path": path, "client": client, "config": config, "embedders": embedders}
@@ -210,7 +219,23 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
 
     def _messages(self, request: ModelRequest) -> list[AnyMessage]:
         with self._holding(self._session()) as memory:
-            return reconstruct_messages(request.messages, memory, l_max=self.l_max, top_k=self.top_k)
+            return reconstruct_messages(request.messages, memory, l_max=self.l_max, top_k=self.top_k, tools=self.store_tool_results)
+
+    def _record(self, state: Any) -> None:
+        messages = state.get("messages", []) if isinstance(state, dict) else getattr(state, "messages", [])
+        with self._holding(self._session()) as memory:
+            record_messages([_message(m) for m in messages], memory, tools=self.store_tool_results)
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Store what the model just returned (the state's messages, ids as the checkpointer keeps
+        them): a thread's last reply is in memory when the run ends, across a restart."""
+        self._record(state)
+        return None
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """:meth:`after_model` in a worker thread."""
+        await asyncio.to_thread(self._record, state)
+        return None
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         """Hand the model the reconstructed messages."""

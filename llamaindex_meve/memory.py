@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ConfigError, MemoryConfig
 from meve import MomentaryMemory as CoreMemory
-from meve.integration import Message, chat_role, recall, storable
+from meve.integration import Message, chat_role, recall, storable, stored_roles, stored_text
 
 _FROM_CORE = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT, "system": MessageRole.SYSTEM, "tool": MessageRole.TOOL}
 
@@ -46,8 +46,9 @@ class MomentaryChatMemory(BaseMemory):
     turns memory rebuilds for ``input`` (default: the latest user message, as agents call
     ``aget()`` with none) within ``l_max`` tokens, then the current exchange — the latest user
     message and everything after it, verbatim, so tool calls and their results stay together.
-    User, assistant and system text is persisted in Chroma; the in-flight tool exchange lives in
-    this object only.
+    User, assistant and system text, and tool results unless ``store_tool_results=False``, is
+    persisted in Chroma (a recalled tool result comes back as an assistant message "Tool result:
+    ..."); a tool call lives in the current exchange only, beside its results.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -55,6 +56,7 @@ class MomentaryChatMemory(BaseMemory):
     session_id: str = Field(description="the core memory's session id")
     l_max: int | None = None
     top_k: int | None = None
+    store_tool_results: bool = Field(default=True, description="store TOOL and FUNCTION results as turns (recalled like any turn)")
     _core: CoreMemory = PrivateAttr()
     _current: list[ChatMessage] = PrivateAttr(default_factory=list)
     _current_ids: set[str] = PrivateAttr(default_factory=set)
@@ -84,11 +86,14 @@ class MomentaryChatMemory(BaseMemory):
         chat_history: list[ChatMessage] | None = None,
         l_max: int | None = None,
         top_k: int | None = None,
+        store_tool_results: bool = True,
     ) -> MomentaryChatMemory:
         """A chat memory over a new or reopened core session (``path=`` a Chroma directory, or ``client=``)."""
         _check_budget(l_max, top_k)  # before a store is opened
+        if not isinstance(store_tool_results, bool):
+            raise ConfigError("store_tool_results", store_tool_results, "True or False")
         core = CoreMemory(session_id, path=path, client=client, config=config, embedders=embedders, token_counter=token_counter)
-        mem = cls(core, l_max=l_max, top_k=top_k)
+        mem = cls(core, l_max=l_max, top_k=top_k, store_tool_results=store_tool_results)
         if chat_history:
             mem.put_messages(chat_history)
         return mem
@@ -99,17 +104,18 @@ class MomentaryChatMemory(BaseMemory):
         return self._core
 
     def put(self, message: ChatMessage) -> None:
-        """Store a message's text (user, assistant, system; a tool call only in the current
-        exchange, beside its results) and track the current exchange."""
+        """Store a message's text (user, assistant, system, and a tool result unless
+        ``store_tool_results=False``; a tool call only in the current exchange, beside its
+        results) and track the current exchange."""
         plain = _message(message)
         if plain.role == "user":
             self._current = []
             self._current_ids = set()
         self._current.append(message)
-        if storable(plain, ("user", "assistant", "system")):
+        if storable(plain, (*stored_roles(self.store_tool_results), "system")):
             # The id of what was stored: recalled turns are told apart from the current exchange by id,
             # never by text, so a turn legitimately said twice is recalled.
-            self._current_ids.add(self._core.add(plain.text, plain.role).id)
+            self._current_ids.add(self._core.add(stored_text(plain, self._core.config.max_turn_chars), plain.role).id)
 
     async def aput(self, message: ChatMessage) -> None:
         """:meth:`put` in a worker thread."""
@@ -182,6 +188,7 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
     memory: Any = Field(description="a meve.MomentaryMemory (the core store)")
     l_max: int | None = None
     top_k: int | None = None
+    store_tool_results: bool = True
 
     def model_post_init(self, context: Any, /) -> None:
         if not isinstance(self.memory, CoreMemory):
@@ -196,6 +203,7 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
         return str(ctx.text)  # exactly the text l_max was counted on
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        items = [{"text": p.text, "role": p.role} for p in map(_message, messages) if storable(p)]
+        roles = stored_roles(self.store_tool_results)
+        items = [{"text": stored_text(p, self.memory.config.max_turn_chars), "role": p.role} for p in map(_message, messages) if storable(p, roles)]
         if items:
             await self.memory.aadd_many(items)

@@ -244,32 +244,68 @@ def storable(m: Message, roles: Collection[str] = ("user", "assistant")) -> bool
     return m.role in roles and bool(m.text.strip()) and not m.tool_calls
 
 
-def record_messages(messages: Sequence[Message], memory: MomentaryMemory) -> None:
-    """Store the user and assistant turns (:func:`storable`) under their ids (:func:`_turn_ids`), so
-    recording a thread again stores nothing new, and a message that keeps its id with a new text
-    (edited or regenerated) supersedes the stored turn (``add_many(supersede=True)``)."""
-    items = [{"text": m.text, "role": m.role, "turn_id": tid} for m, tid in zip(messages, _turn_ids(messages), strict=True) if storable(m)]
+def stored_roles(tools: bool) -> tuple[str, ...]:
+    """The roles an adapter stores: user and assistant turns, and tool results unless ``tools`` is
+    False (in agent loops the facts users ask about later often arrive as tool results)."""
+    return ("user", "assistant", "tool") if tools else ("user", "assistant")
+
+
+#: A tool result is stored whole up to this many characters (a turn of any role is counted and cut
+#: to ``l_max`` when rebuilt); past it, its head is stored with TOOL_CUT, never refused mid-run.
+TOOL_CHARS = 200_000
+TOOL_CUT = " … [tool result cut]"
+
+
+def record_messages(messages: Sequence[Message], memory: MomentaryMemory, *, tools: bool = True) -> None:
+    """Store the user and assistant turns, and tool results unless ``tools`` is False
+    (:func:`storable`), under their ids (:func:`_turn_ids`), so recording a thread again stores
+    nothing new, and a message that keeps its id with a new text (edited or regenerated)
+    supersedes the stored turn (``add_many(supersede=True)``)."""
+    roles = stored_roles(tools)
+    items = [
+        {"text": stored_text(m, memory.config.max_turn_chars), "role": m.role, "turn_id": tid}
+        for m, tid in zip(messages, _turn_ids(messages), strict=True)
+        if storable(m, roles)
+    ]
     if items:
         memory.add_many(items, supersede=True)
 
 
+def stored_text(m: Message, max_chars: int) -> str:
+    limit = min(TOOL_CHARS, max_chars)
+    return m.text if m.role != "tool" or len(m.text) <= limit else m.text[: limit - len(TOOL_CUT)] + TOOL_CUT
+
+
 def recall(memory: MomentaryMemory, query: str, *, exclude: Collection[str] = (), l_max: int | None = None, top_k: int | None = None) -> list[Message]:
-    """The user and assistant turns memory rebuilds for ``query`` within ``l_max`` tokens, oldest
-    first, minus the turns in ``exclude`` (the current exchange, which the caller sends verbatim).
-    System turns are never recalled: the policy passes them through first, outside ``l_max``.
-    Each recalled message's id is ``"meve-<turn id>"``; no flag rides along into the prompt."""
+    """The turns memory rebuilds for ``query`` within ``l_max`` tokens, oldest first, minus the
+    turns in ``exclude`` (the current exchange, which the caller sends verbatim). System turns are
+    never recalled: the policy passes them through first, outside ``l_max``. A tool result comes
+    back as an assistant message saying so ("Tool result: ..."): a tool message needs the call it
+    answers, which is not recalled. Each recalled message's id is ``"meve-<turn id>"``; no flag
+    rides along into the prompt."""
     ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k, skip_roles=("system",))
-    return [Message(t.role, ctx.content_of(t), f"meve-{t.id}") for t in ctx.turns if t.id not in exclude]
+    out = []
+    for t in ctx.turns:
+        if t.id not in exclude:
+            text = ctx.content_of(t)
+            out.append(Message("assistant", f"Tool result: {text}", f"meve-{t.id}") if t.role == "tool" else Message(t.role, text, f"meve-{t.id}"))
+    return out
 
 
 def chat_context(
-    messages: Sequence[Message], memory: MomentaryMemory, *, l_max: int | None = None, top_k: int | None = None, record: bool = True
+    messages: Sequence[Message],
+    memory: MomentaryMemory,
+    *,
+    l_max: int | None = None,
+    top_k: int | None = None,
+    record: bool = True,
+    tools: bool = True,
 ) -> list[Message]:
     """The messages a model should see: system messages first (outside ``l_max``), then the turns
     memory recalls for the latest user message, then the current exchange (that message and
     everything after it: tool calls and their results stay together, in order)."""
     if record:
-        record_messages(messages, memory)
+        record_messages(messages, memory, tools=tools)
     system = [m for m in messages if m.role == "system"]
     start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
     if start is None:

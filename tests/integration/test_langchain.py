@@ -349,7 +349,7 @@ async def test_middleware_async_agent_path(minilm):
     cfg = {"configurable": {"thread_id": "ignored-because-memory-is-fixed"}}
     for i in range(5):
         await agent.ainvoke({"messages": [HumanMessage(content=f"async message {i} about trains")]}, cfg)
-    assert len(mem) == 9  # 5 user turns + 4 AI replies recorded before the last call
+    assert len(mem) == 10  # 5 user turns + 5 AI replies, each stored when the model returned it (aafter_model)
     last = model.seen[-1]
     assert last[-1].content == "async message 4 about trains"
     recalled = [m for m in last if (m.id or "").startswith("meve-")]
@@ -499,9 +499,9 @@ def test_a_tool_call_with_text_stays_with_its_result_and_is_not_stored_alone(min
     msgs = [HumanMessage(content="Weather in Lyon?", id="q"), call, ToolMessage(content="Sunny, 24 C", tool_call_id="c1", id="t1")]
     out = reconstruct_messages(msgs, mem)
     assert [m.id for m in out] == ["q", "a1", "t1"]
-    assert [t.id for t in mem.turns()] == ["q"]  # the call is never recalled later without its result
+    assert [t.id for t in mem.turns()] == ["q", "t1"]  # the result is kept; the call is never recalled later without it
     out = reconstruct_messages([*msgs, AIMessage(content="It is sunny in Lyon.", id="a2"), HumanMessage(content="Thanks!", id="h2")], mem)
-    assert [t.id for t in mem.turns()] == ["q", "a2", "h2"] and not any(m.id == "meve-a1" for m in out)
+    assert [t.id for t in mem.turns()] == ["q", "t1", "a2", "h2"] and not any(m.id == "meve-a1" for m in out)
 
 
 class _HeldMiniLM:
@@ -559,7 +559,7 @@ def test_evicting_a_session_never_closes_a_memory_a_model_call_is_using(minilm, 
     assert not isinstance(results["a"], Exception), results["a"]
     assert not isinstance(results["b"], Exception), results["b"]
     assert open_clients()[str(Path(chroma_dir).resolve())] == 1  # a's memory was closed once its call ended; b's is open
-    assert [t.text for t in mw.memory_for("a").turns()] == ["hold: my locker code is 4471"]
+    assert [t.text for t in mw.memory_for("a").turns()] == ["hold: my locker code is 4471", "Saved."]  # its reply stored after the call
     mw.close()
 
 
@@ -582,3 +582,64 @@ def test_components_built_one_after_another_share_the_token_vectors_of_what_they
     assert encoded_first == len(texts)
     assert second._models.scoring.scorer.encoded_at_query_time == 0 and third._models.scoring.scorer.encoded_at_query_time == 0
     assert second._models.scoring.scorer is not first._models.scoring.scorer  # their own scorers, one cache
+
+
+def test_each_threads_last_reply_and_its_tool_results_are_stored_when_the_model_returns_them(minilm, chroma_dir):
+    # Issue 64: the last AI reply of a thread was recorded only at the thread's next model call, so
+    # with an in-memory checkpointer it was lost across a restart; tool results were never stored.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @tool
+    def lookup_locker(name: str) -> str:
+        """Look up a person's gym locker."""
+        return f"{name}'s locker is number 417, code 2291."
+
+    def script(thread: str) -> list[AIMessage]:
+        return [
+            AIMessage(content="", tool_calls=[{"name": "lookup_locker", "args": {"name": thread}, "id": f"call-{thread}"}]),
+            AIMessage(content=f"Found it: {thread}'s locker is number 417."),
+            AIMessage(content=f"Last words of thread {thread}: see you at the gym."),
+        ]
+
+    for thread in ("ana", "ben"):
+        model = FakeToolChatModel(messages=iter(script(thread)))
+        model.seen = []
+        mw = MomentaryContextMiddleware(path=chroma_dir, embedders=[minilm])
+        agent = create_agent(model=model, tools=[lookup_locker], middleware=[mw], checkpointer=InMemorySaver())
+        cfg = {"configurable": {"thread_id": thread}}
+        agent.invoke({"messages": [HumanMessage(content=f"Where is {thread}'s locker?")]}, cfg)
+        agent.invoke({"messages": [HumanMessage(content="Thanks, bye.")]}, cfg)
+        mw.close()
+    code = (
+        "import sys\nfrom meve import MomentaryMemory\nfrom meve.scoring.embedders import default_embedder\n"
+        "for t in ('ana', 'ben'):\n"
+        "    m = MomentaryMemory(t, path=sys.argv[1], embedders=[default_embedder()], create=False)\n"
+        "    print(t, [(x.role, x.text) for x in m.turns()])\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code, chroma_dir], capture_output=True, text=True, timeout=300, cwd=root).stdout  # a new process
+    for thread in ("ana", "ben"):
+        line = next(x for x in out.splitlines() if x.startswith(thread + " "))
+        assert f"Last words of thread {thread}: see you at the gym." in line  # the run's final reply, stored when returned
+        assert f"('tool', \"{thread}'s locker is number 417, code 2291.\")" in line  # the tool result, as a turn
+
+
+def test_a_recalled_tool_result_reaches_the_model_as_an_ai_message_and_storing_them_is_an_option(minilm):
+    mem = _plain_memory(minilm, l_max=300)
+    call = AIMessage(content="", id="a1", tool_calls=[{"name": "weather", "args": {"city": "Lyon"}, "id": "c1"}])
+    first = [HumanMessage(content="Weather in Lyon?", id="q"), call, ToolMessage(content="Lyon: sunny, 24 C, wind 5 km/h", tool_call_id="c1", id="t1")]
+    reconstruct_messages([*first, AIMessage(content="Sunny.", id="a2")], mem)
+    out = reconstruct_messages([*first, AIMessage(content="Sunny.", id="a2"), HumanMessage(content="What was the wind speed in Lyon?", id="h2")], mem)
+    recalled = [m for m in out if (m.id or "").startswith("meve-t1")]
+    assert recalled and isinstance(recalled[0], AIMessage) and recalled[0].content == "Tool result: Lyon: sunny, 24 C, wind 5 km/h"
+    off = _plain_memory(minilm, l_max=300)
+    reconstruct_messages(first, off, tools=False)
+    assert [t.id for t in off.turns()] == ["q"]
+    with pytest.raises(ValueError, match="store_tool_results"):
+        MomentaryContextMiddleware(off, store_tool_results="yes")

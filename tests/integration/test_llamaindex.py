@@ -398,7 +398,7 @@ def test_a_tool_call_block_with_text_stays_with_its_result_and_is_not_stored_alo
     mem.put(call)
     mem.put(result)
     assert mem.get()[-2:] == [call, result]
-    assert [t.text for t in mem.core.turns()] == ["Weather in Lyon?"]  # the call is never recalled later without its result
+    assert [t.text for t in mem.core.turns()] == ["Weather in Lyon?", "Sunny, 24 C"]  # the result is kept; the call is never recalled without it
     mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="It is sunny in Lyon."))
     mem.put(ChatMessage(role=MessageRole.USER, content="Thanks! Any rain tomorrow in Lyon?"))
     assert "Let me look that up." not in [m.content for m in mem.get()]
@@ -512,3 +512,28 @@ def test_the_default_pipeline_over_default_nodes_answers_from_a_real_multi_node_
         assert node.node.metadata["meve_source"] == "verified" and node.node.metadata["meve_cut"] is True
         assert counter.count(text) <= 512 and answer in text
         assert "cut to its best excerpt to fit t_max" in (note := node.node.metadata["meve_note"]) and note not in text  # hidden from the LLM
+
+
+def test_tool_and_function_results_are_stored_and_survive_a_restart(minilm, tmp_path):
+    # Issue 64: a TOOL and a FUNCTION result in the current exchange were silently not stored.
+    db = str(tmp_path / "db")
+    mem = MomentaryChatMemory.from_defaults("agent-1", path=db, embedders=[minilm], l_max=400)
+    mem.put(ChatMessage(role=MessageRole.USER, content="What is Ana's locker, and the gym's hours?"))
+    call = ChatMessage(
+        role=MessageRole.ASSISTANT, content="", additional_kwargs={"tool_calls": [{"id": "c1", "function": {"name": "locker", "arguments": "{}"}}]}
+    )
+    mem.put(call)
+    mem.put(ChatMessage(role=MessageRole.TOOL, content="Ana's locker is number 417.", additional_kwargs={"tool_call_id": "c1"}))
+    mem.put(ChatMessage(role=MessageRole.FUNCTION, content="The gym opens at 6 am.", additional_kwargs={"name": "hours"}))
+    mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="Locker 417; it opens at 6."))
+    mem.core.close()
+    again = MomentaryChatMemory.from_defaults("agent-1", path=db, embedders=[minilm], l_max=400)
+    stored = [(m.role, m.content) for m in again.get_all()]
+    assert (MessageRole.TOOL, "Ana's locker is number 417.") in stored and (MessageRole.TOOL, "The gym opens at 6 am.") in stored
+    assert not any(m.content == "" for m in again.get_all())  # the call itself stays out: recalled alone it would lack its result
+    again.put(ChatMessage(role=MessageRole.USER, content="Remind me of Ana's locker number?"))
+    recalled = [m for m in again.get() if m.content.startswith("Tool result: ")]
+    assert recalled and recalled[0].role == MessageRole.ASSISTANT and "417" in recalled[0].content
+    off = MomentaryChatMemory.from_defaults("agent-2", path=db, embedders=[minilm], store_tool_results=False)
+    off.put(ChatMessage(role=MessageRole.TOOL, content="not kept", additional_kwargs={"tool_call_id": "c9"}))
+    assert off.get_all() == []
