@@ -184,3 +184,34 @@ def test_tune_writes_a_clearly_better_setting_when_dev_shows_it(tmp_path, capsys
     assert config["prune"] == "scorer" and report["arms"]["tuned"]["margin"] > report["arms"]["default"]["margin"]
     assert main(["query", "What colour did the harbour master of Oslo paint the gate?", "--db", str(db), "--config", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["prune"] == "scorer"
+
+
+@pytest.mark.parametrize("command", ["evaluate", "tune"])
+def test_output_paths_are_refused_before_anything_runs(tmp_path, command):
+    # Issue 65: an existing file or folder, or an unwritable place, failed with a raw OSError after the whole evaluation.
+    (tmp_path / "qs.jsonl").write_text(json.dumps(GOOD) + "\n")
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-folder").mkdir()
+    bad = {"evaluate": [("a-file", "it is a file; give a folder")], "tune": [("a-folder", "it is a folder; give the path of the config file")]}[command]
+    bad.append(("a-file/sub/out", "is not a folder this user can write to"))  # unwritable for root too (the suite runs as root)
+    for out, message in bad:
+        done = _run(tmp_path, command, "--db", "db", "--questions", "qs.jsonl", "--out", out)
+        assert done.returncode == 2 and message in done.stderr and "argument --out" in done.stderr, done.stderr
+        assert done.stdout.strip() == ""  # nothing ran: no model module was even imported
+
+
+def test_an_evidence_id_is_checked_before_a_model_loads_and_a_line_keeps_its_number_after_blank_lines(indexed, tmp_path):
+    db, _ = indexed
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text(json.dumps(GOOD) + "\n\n\n" + json.dumps({"question": "x", "evidence_ids": ["no-such-passage"]}) + "\n")
+    done = _run(tmp_path, "evaluate", "--db", str(db), "--questions", str(qs))
+    assert done.returncode == 2 and "qs.jsonl: line 4: field 'evidence_ids': 'no-such-passage' is not a passage id" in done.stderr, done.stderr
+    assert "torch" not in done.stdout and "sentence_transformers" not in done.stdout  # refused before any model loaded
+
+
+def test_evaluate_on_a_handful_of_questions_warns_that_the_interval_means_nothing(indexed, tmp_path, capsys):
+    db, questions = indexed
+    few = tmp_path / "few.jsonl"
+    few.write_text("\n".join(Path(questions).read_text().splitlines()[:3]) + "\n")
+    assert main(["evaluate", "--db", str(db), "--questions", str(few), "--out", str(tmp_path / "ev")]) == 0
+    assert "warning: 3 question(s): too few for the intervals to mean anything" in capsys.readouterr().out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,12 @@ def test_a_config_file_of_a_newer_meve_is_refused_naming_it(tmp_path):
     (tmp_path / "odd.json").write_text(json.dumps({"format": "two", "tau": 0.4}))
     with pytest.raises(FormatError, match="format is 'two'"):
         as_config(tmp_path / "odd.json")
+
+
+def test_passage_recall_is_left_out_where_no_question_has_evidence_ids_not_reported_as_zero(meve):
+    lines = [json.loads(line) for line in Path(QUESTIONS).read_text().splitlines() if line.strip()]
+    answers_only = [{"question": q["question"], "answers": q["answers"]} for q in lines if q.get("answers")][:25]
+    arm = evaluate(meve, answers_only, reps=20).to_dict()["arms"]["this config"]
+    assert "passages" not in arm and arm["evidence"] > 0  # unknown without labels; it used to read 0.0
+    labelled = [q for q in lines if q.get("evidence_ids")][:25]
+    assert "passages" in evaluate(meve, labelled, reps=20).to_dict()["arms"]["this config"]

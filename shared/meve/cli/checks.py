@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -15,6 +17,8 @@ __all__ = [
     "config_file",
     "integer",
     "nonblank",
+    "out_file",
+    "out_folder",
     "path_text",
     "questions_file",
     "role",
@@ -68,6 +72,43 @@ def path_text(text: str) -> str:
     """A directory path that says something (an empty one would mean the working directory)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not allowed: expected a directory path (an empty path would write into the working directory)")
+    return text
+
+
+def _creatable(path: Path, what: str) -> None:
+    """Refuse ``path`` unless it can be made: its first existing ancestor is a folder this user writes."""
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"{str(path)!r} is not allowed: {str(parent)!r} is not a folder this user can write to, so {what} cannot be written there"
+        )
+
+
+def out_folder(text: str) -> str:
+    """A folder for report files (written, or replaced, inside it), checked before anything runs:
+    not a file, and writable (or creatable)."""
+    path = Path(path_text(text)).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: it is a file; give a folder for report.json, report.md, report.html and report.png")
+    if path.is_dir():
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed: this user cannot write into that folder")
+        return text
+    _creatable(path, "the report")
+    return text
+
+
+def out_file(text: str) -> str:
+    """A file to write (an existing one is replaced), checked before anything runs: not a folder,
+    and in a folder this user can write (or create)."""
+    path = Path(path_text(text)).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed: it is a folder; give the path of the config file to write (e.g. {str(path / 'config.json')!r})"
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: this user cannot write that file")
+    _creatable(path, "the file and its report")
     return text
 
 

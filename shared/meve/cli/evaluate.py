@@ -33,13 +33,13 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "--questions", required=True, type=checks.questions_file, help="one JSON object a line: question, and answers / evidence_ids / evidence_sentences"
     )
     p.add_argument("--config", type=checks.config_file, help="a config file (`meve tune --out`) to evaluate instead of the defaults")
-    p.add_argument("--out", type=checks.path_text, help="folder for report.json, report.md, report.html and report.png")
+    p.add_argument("--out", type=checks.out_folder, help="folder for report.json, report.md, report.html and report.png (replaced if there)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("tune", parents=[common], help="choose MeVe's setting for an index on a dev split of your questions; write it as a config file")
     _add_corpus(p)
     p.add_argument("--questions", type=checks.questions_file, help="one JSON object a line (as `meve evaluate`); required unless --no-labels")
-    p.add_argument("--out", required=True, type=checks.path_text, help="the config file to write (JSON); its report is written beside it")
+    p.add_argument("--out", required=True, type=checks.out_file, help="the config file to write (JSON; replaced if there); its report is written beside it")
     p.add_argument("--no-labels", dest="no_labels", action="store_true", help="no questions: choose tau and the cut by `meve calibrate`'s recipe")
     p.add_argument("--target", type=checks.share, default=0.9, help="with --no-labels: share of pseudo-questions whose evidence must be kept")
     p.add_argument("--seed", type=checks.integer(0, None, "seed of the sample"), default=0)
@@ -62,6 +62,35 @@ def _naming(questions: Any) -> Iterator[None]:
         if str(exc).startswith("line "):
             raise InputError(f"{getattr(questions, 'path', 'questions')}: {exc}") from None
         raise
+
+
+def _check_before_models(args: argparse.Namespace, db: str) -> None:
+    """What can be refused before a model loads: each evidence id against the collection's ids
+    (read from Chroma alone), naming the questions file and the line."""
+    from meve.evaluate.questions import check_evidence_ids
+    from meve.retrieval.chroma import chroma_call, chroma_client
+
+    if not args.questions or not any(q.evidence_ids for q in args.questions):
+        return
+    client = chroma_client(db, create=False)
+    names = [c.name for c in chroma_call("list collections", client.list_collections)]
+    if args.collection not in names:
+        return  # _open_meve names it
+    collection = chroma_call("open the collection", client.get_collection, args.collection)
+    ids = chroma_call("read the passage ids", collection.get, include=[])["ids"]
+    with _naming(args.questions):
+        check_evidence_ids(args.questions, set(ids))
+
+
+def _few(console: Any, n: int) -> None:
+    from meve.evaluate.tune import MIN_QUESTIONS
+
+    if n < MIN_QUESTIONS:
+        console.print(
+            f"warning: {n} question(s): too few for the intervals to mean anything (a margin can read +0.000 [+0.000, +0.000]); "
+            f"give at least {MIN_QUESTIONS}, better 50 or more",
+            soft_wrap=True,
+        )
 
 
 def _written(console: Any, written: dict[str, Path]) -> None:
@@ -87,13 +116,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from meve.evaluate.evaluation import evaluate
     from meve.retrieval.chroma import read_only_copy
 
+    console = _console()
+    _few(console, len(args.questions))
     with read_only_copy(args.db) as db:
+        _check_before_models(args, db)
         meve = _open_meve(args, db)
         if args.config is not None:
             meve.config = args.config
         with _naming(args.questions):
             report = evaluate(meve, args.questions, show_progress=sys.stderr.isatty())
-    console = _console()
     console.print(f"{report.questions} questions over {report.passages} passages")
     _summary(console, report)
     if args.out:
@@ -112,6 +143,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InputError("give --questions FILE.jsonl, or --no-labels to choose tau and the cut with no questions (not both)")
     console = _console()
     with read_only_copy(args.db) as db:
+        _check_before_models(args, db)
         meve = _open_meve(args, db)
         if args.no_labels:
             return _no_labels(args, meve, console)

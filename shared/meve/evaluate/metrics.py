@@ -52,7 +52,9 @@ def passage_recall(gold: Collection[str], kept_ids: Collection[str]) -> float:
 
 
 def summarise(rows: Sequence[dict[str, float]]) -> dict[str, float]:
-    """Means over questions (answer rate over the questions that have answer strings), rounded."""
+    """Means over questions, rounded: each over the questions that have it (the answer rate over
+    those with answer strings, passage recall over those with evidence ids); a key no question
+    has is left out (unknown), never reported as 0."""
     out: dict[str, float] = {"questions": float(len(rows))}
     for key in ("evidence", "all_evidence", "passages", "tokens", "ms"):
         vals = [r[key] for r in rows if key in r]
