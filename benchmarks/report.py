@@ -237,6 +237,38 @@ def long_orderings_facts(o: dict[str, Any]) -> dict[str, Any]:
     return {"variants": variants, "o": o}
 
 
+def long_default_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """Per long-chunk variant and set: MeVe with every default at t_max 512 against the top-k frontier."""
+    variants, targets = [], []
+    for variant, found in d["variants"].items():
+        rows = []
+        for name, r in found.items():
+            for arm, a in r["arms"].items():
+                rows.append(
+                    {
+                        "set": NAMES[name],
+                        "arm": arm,
+                        "evidence": a["evidence"],
+                        "tokens": a["tokens"],
+                        "frontier there": a["frontier_at_tokens"],
+                        "margin": f"{a['margin']:+.4f}",
+                        "interval": _interval(a),
+                        "empty": a["empty_rate"],
+                        "cut": a["cut_rate"],
+                    }
+                )
+            shipped = r["arms"]["shipped"]
+            targets.append(
+                _target(
+                    shipped["margin"] >= 0 and shipped["empty_rate"] == 0,
+                    f"{variant}, {NAMES[name]}, every default (t_max 512): margin {shipped['margin']:+.4f} over the top-k frontier "
+                    f"({_interval(shipped)}), empty contexts {shipped['empty_rate']:.4f} (target: margin >= 0, no empty context).",
+                )
+            )
+        variants.append({"name": variant, "rows": table(rows), "passage_tokens": {NAMES[n]: r["passage_tokens_mean"] for n, r in found.items()}})
+    return {"variants": variants, "targets": targets, "d": d}
+
+
 def calibrated_facts(c: dict[str, Any]) -> dict[str, Any]:
     """`meve calibrate` against the fixed LODO choice, per left-out set."""
     rows, targets = [], []
@@ -869,6 +901,7 @@ def write() -> Path:
         facts["frontier_png"] = frontier_plot(res["context"])
     facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
     facts["long_orderings"] = long_orderings_facts(res["long_orderings"]) if "long_orderings" in res else None
+    facts["long_default"] = long_default_facts(res["long_default"]) if "long_default" in res else None
     facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None
     facts["ceiling"] = ceiling_facts(res["tune_ceiling"]) if "tune_ceiling" in res else None
     if "memory_lodo" in res:

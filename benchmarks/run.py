@@ -28,6 +28,7 @@ SECTIONS = (
     "context",
     "context_long",
     "long_orderings",
+    "long_default",
     "tune",
     "memory_lodo",
     "memory_heldout",
@@ -53,8 +54,9 @@ SECTIONS = (
 # the context half already in tune.json, with its own command and date); the memory held-out check (issue 48:
 # a second LongMemEval_S sample, read once; its run must not be repeated to choose anything); how often a
 # tuner on 50 dev questions can beat the default, and the ceiling of its grid (issue 50; about 40 minutes); how good
-# the verifier's own order is over long chunks, against other orders (issue 52; dev splits only, minutes once cached).
-OPT_IN = ("context_long", "long_orderings", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
+# the verifier's own order is over long chunks, against other orders (issue 52; dev splits only, minutes once cached);
+# every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63).
+OPT_IN = ("context_long", "long_orderings", "long_default", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
 
 
 def main() -> None:
@@ -115,6 +117,10 @@ def main() -> None:
 
         variants = args.long_variants.split(",") if args.long_variants else LONG_VARIANTS
         save("long_orderings", long_orderings.run(data, variants=variants, dev_limit=200 if full else 40))
+    if "long_default" in only:
+        from benchmarks import long_default
+
+        save("long_default", long_default.run(data, test_limit=300 if full else 40))
     if "tune" in only:
         from benchmarks import tune
 

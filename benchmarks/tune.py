@@ -52,7 +52,6 @@ from benchmarks.context import load_sets
 from benchmarks.harness.common import data_dir, default_verifier
 from benchmarks.harness.corpus import Corpus
 from benchmarks.harness.data import CONTEXT_SETS
-from meve.evaluate.arms import cached_queries
 from meve.evaluate.evaluation import run_arms
 from meve.evaluate.tune import GRID, choose_setting, shipped_default
 
@@ -69,14 +68,12 @@ def run(data: Path, dev_limit: int = 50, test_limit: int = 300, names: Sequence[
     for name, ds in sets.items():
         dev, test = ds.splits["dev"], ds.splits["test"]
         corpus = Corpus(f"{name}-dev", dev.ids, dev.texts, li)
-        with cached_queries(corpus.meve):
-            choice = choose_setting(corpus, dev.questions, incumbent=default, reps=reps)
+        choice = choose_setting(corpus, dev.questions, incumbent=default, reps=reps)
         corpus.close()
         best = dict(GRID[choice.best])
         corpus = Corpus(f"{name}-test", test.ids, test.texts, li)
-        with cached_queries(corpus.meve):
-            # The dev best is measured on test whether or not it replaced the default: the ungated choice, beside.
-            curves, arms = run_arms(corpus, test.questions, {"dev_best": best, "default": default}, reps=reps)
+        # The dev best is measured on test whether or not it replaced the default: the ungated choice, beside.
+        curves, arms = run_arms(corpus, test.questions, {"dev_best": best, "default": default}, reps=reps)
         corpus.close()
         disk.save(li.cache)
         arms["tuned"] = arms["default"] if choice.kept_incumbent else arms["dev_best"]

@@ -89,7 +89,6 @@ def collect(data: Path, names: Sequence[str], dev_limit: int = 200, test_limit: 
     from benchmarks.context import load_sets
     from benchmarks.harness.common import default_verifier
     from benchmarks.harness.corpus import Corpus
-    from meve.evaluate.arms import cached_queries
     from meve.evaluate.report import Points, measure_arm, measure_curves
 
     out: dict[str, dict[str, Split]] = {}
@@ -106,11 +105,10 @@ def collect(data: Path, names: Sequence[str], dev_limit: int = 200, test_limit: 
             if not path.exists():
                 part = sets[name].splits[split]
                 corpus = Corpus(f"{name}-{split}", part.ids, part.texts, li)
-                with cached_queries(corpus.meve):
-                    counter = corpus.meve.token_counter
-                    points: Points = {}
-                    measure_curves(corpus, part.questions, counter, points=points)
-                    arms = [measure_arm(corpus, part.questions, counter, s)[1] for s in GRID]
+                counter = corpus.meve.token_counter
+                points: Points = {}
+                measure_curves(corpus, part.questions, counter, points=points)
+                arms = [measure_arm(corpus, part.questions, counter, s)[1] for s in GRID]
                 corpus.close()
                 disk.save(li.cache)
                 _save(path, {"arms": arms, "points": points})

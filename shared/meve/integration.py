@@ -56,6 +56,8 @@ __all__ = [
     "run_on_texts",
     "stable_id",
     "storable",
+    "stored_roles",
+    "stored_text",
     "user_metadata",
 ]
 
@@ -272,6 +274,8 @@ def record_messages(messages: Sequence[Message], memory: MomentaryMemory, *, too
 
 
 def stored_text(m: Message, max_chars: int) -> str:
+    """The text stored for ``m``: a tool result past :data:`TOOL_CHARS` (or the memory's
+    ``max_turn_chars``) is cut to its head with :data:`TOOL_CUT`, never refused mid-run."""
     limit = min(TOOL_CHARS, max_chars)
     return m.text if m.role != "tool" or len(m.text) <= limit else m.text[: limit - len(TOOL_CUT)] + TOOL_CUT
 

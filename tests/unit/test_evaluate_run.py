@@ -13,7 +13,7 @@ import pytest
 
 from meve import ConfigError, InputError, MeVe, MeVeConfig
 from meve.evaluate import evaluate, frontier, tune
-from meve.evaluate.arms import Rankings, cached_queries
+from meve.evaluate.arms import Rankings
 from meve.evaluate.questions import as_questions, targets
 from meve.evaluate.report import Report, arm_summary, reference_tokens
 from meve.evaluate.tune import GRID, MIN_QUESTIONS, choose_setting, shipped_default
@@ -94,10 +94,9 @@ def test_the_dev_best_replaces_the_incumbent_only_when_the_interval_of_its_lead_
     rankings = Rankings(meve)
     dev = targets(as_questions(QUESTIONS), rankings.text)
     weak, strong = GRID[5], GRID[10]  # on these fakes: margins -0.067 and +0.006
-    with cached_queries(meve):
-        replaced = choose_setting(rankings, dev, [strong], incumbent=weak, reps=200)
-        kept = choose_setting(rankings, dev, [weak], incumbent=strong, reps=200)
-        alone = choose_setting(rankings, dev, [weak, strong])
+    replaced = choose_setting(rankings, dev, [strong], incumbent=weak, reps=200)
+    kept = choose_setting(rankings, dev, [weak], incumbent=strong, reps=200)
+    alone = choose_setting(rankings, dev, [weak, strong])
     assert (replaced.index, replaced.kept_incumbent) == (0, False) and replaced.over_incumbent is not None
     diff, (lo, hi) = replaced.over_incumbent
     assert 0 < lo <= diff <= hi
@@ -204,3 +203,24 @@ def test_passage_recall_is_left_out_where_no_question_has_evidence_ids_not_repor
     assert "passages" not in arm and arm["evidence"] > 0  # unknown without labels; it used to read 0.0
     labelled = [q for q in lines if q.get("evidence_ids")][:25]
     assert "passages" in evaluate(meve, labelled, reps=20).to_dict()["arms"]["this config"]
+
+
+def test_an_evaluation_patches_nothing_on_the_meve_it_measures_so_other_threads_and_evaluations_are_untouched():
+    # Issue 65: evaluation swapped in its own query encoder on the live MeVe: run() calls from other
+    # threads went through it, and of two evaluations on one MeVe the first to end removed the other's.
+    seen: list[dict[str, object]] = []
+
+    class Watching(FakeEmbedder):
+        def encode(self, texts):
+            if watched:
+                seen.append(dict(vars(watched[0])))  # the MeVe's state while the evaluation runs
+            return super().encode(texts)
+
+    watched: list[MeVe] = []
+    m = MeVe.from_texts([p["text"] for p in DEMO], ids=[p["id"] for p in DEMO], embedder=Watching(), scorer=FakeScorer())
+    before = dict(vars(m))
+    watched.append(m)
+    report = evaluate(m, QUESTIONS, reps=20)
+    assert report.questions == 60 and seen
+    for state in seen:
+        assert state.keys() == before.keys() and all(state[k] is before[k] for k in before), [k for k in before if state[k] is not before[k]]

@@ -123,3 +123,24 @@ def test_each_rule_catches_a_violation():
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
     assert long_functions(f"def f():\n{body}\n") == [f"f:{MAX_FUNCTION_LINES + 1}"]
     assert undocumented("def shown():\n    pass\n\ndef _hidden():\n    pass\n") == ["shown"]
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every meve module ``path`` imports, at import time or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m.startswith("meve.")}
+
+
+def test_the_pipeline_and_the_layers_below_never_import_evaluation_or_the_cli_even_inside_a_function():
+    # Issue 65: MeVe.tune imported meve.evaluate.tune inside the method, and meve.evaluate patched a live
+    # MeVe's private query encoder: a circle the import-time graph above could not see.
+    below = [p for p in CORE.rglob("*.py") if p.relative_to(CORE).parts[0] in ("core", "scoring", "retrieval", "mindref", "pipeline", "memory")]
+    offending = {str(p.relative_to(CORE)): sorted(m for m in _all_imports(p) if m.startswith(("meve.evaluate", "meve.cli"))) for p in below}
+    assert not {k: v for k, v in offending.items() if v}
+    private = [str(p.relative_to(CORE)) for p in (CORE / "evaluate").rglob("*.py") if "._embed_query" in p.read_text() or "._query_encoder" in p.read_text()]
+    assert not private  # evaluation uses MeVe.query_vector / run(query_vector=...), never the pipeline's private parts

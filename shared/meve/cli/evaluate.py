@@ -137,6 +137,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     """`meve tune`: choose on a dev split, report on the test split, write the config and its report."""
     from meve.core.errors import InputError
+    from meve.evaluate.tune import tune
     from meve.retrieval.chroma import read_only_copy
 
     if (args.questions is None) == (not args.no_labels):
@@ -148,7 +149,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.no_labels:
             return _no_labels(args, meve, console)
         with _naming(args.questions):
-            result = meve.tune(args.questions, show_progress=sys.stderr.isatty())
+            result = tune(meve, args.questions, show_progress=sys.stderr.isatty())
     if result.reason is not None:
         console.print(f"kept the default: {result.reason}", soft_wrap=True)
     else:

@@ -27,6 +27,7 @@ __all__ = [
     "check_query",
     "check_text",
     "check_texts",
+    "check_vector",
 ]
 
 # How a passage entered the context, the one vocabulary of ``.source`` and of the adapters'
@@ -86,6 +87,14 @@ def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]
         if isinstance(value, str):
             check_text(value, f"{where}[{key!r}]")
     return dict(meta) or None
+
+
+def check_vector(vec: Any, what: str) -> np.ndarray:
+    """``vec`` as one finite float32 vector, else InputError naming ``what``."""
+    out = np.asarray(vec, dtype=np.float32)
+    if out.ndim != 1 or not out.size or not np.isfinite(out).all():
+        raise InputError(f"{what} must be one finite vector (e.g. MeVe.query_vector(query)), got an array of shape {out.shape}")
+    return out
 
 
 def check_texts(texts: Any, ids: Any, metadatas: Any, start: int = 0) -> tuple[list[str], list[str], list[dict[str, Any] | None]]:

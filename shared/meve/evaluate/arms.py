@@ -9,9 +9,8 @@ both fused by reciprocal rank (k = 60).
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -24,7 +23,7 @@ from meve.retrieval.fusion import rrf
 if TYPE_CHECKING:
     from meve.pipeline.meve import MeVe
 
-__all__ = ["BASELINES", "DEPTH", "KS", "SEP", "Rankings", "Scorable", "System", "cached_queries", "meve_system", "score", "topk_system"]
+__all__ = ["BASELINES", "DEPTH", "KS", "SEP", "Rankings", "Scorable", "System", "meve_system", "score", "topk_system"]
 
 SEP = "\n\n"
 KS = tuple(range(1, 11))
@@ -49,8 +48,10 @@ class Scorable(Protocol):
 
 class Rankings:
     """A MeVe and the plain rankings over its index that the top-k baselines read (cached per
-    query). ``text``: passage id -> text (read from the store when not given); ``encode``: the
-    query's dense vector (default: the MeVe's embedder, as its store was filled)."""
+    query), and each query's vector as the MeVe makes it (:meth:`query_vector`, computed once and
+    handed to every setting's ``run``: a grid runs each question dozens of times). ``text``:
+    passage id -> text (read from the store when not given); ``encode``: the query's vector for
+    the dense baseline (default: :meth:`query_vector`)."""
 
     def __init__(self, meve: MeVe, text: Mapping[str, str] | None = None, encode: Callable[[str], np.ndarray] | None = None) -> None:
         """Read the corpus's texts once; nothing is embedded until a query asks."""
@@ -63,10 +64,16 @@ class Rankings:
             ids, texts = meve.store.documents()
             text = dict(zip(ids, texts, strict=True))
         self.text = dict(text)
-        # By default the query vector MeVe's own phase 1 searches with (shared by the settings run under cached_queries).
-        self._encode = encode if encode is not None else (lambda q: meve._embed_query(q, True))
+        self._encode = encode if encode is not None else self.query_vector
+        self._vectors: dict[str, np.ndarray] = {}
         self._dense: dict[str, list[str]] = {}
         self._bm25: dict[str, list[str]] = {}
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """``query``'s vector as the MeVe's ``run`` makes it (:meth:`MeVe.query_vector`), once per query."""
+        if query not in self._vectors:
+            self._vectors[query] = self.meve.query_vector(query)
+        return self._vectors[query]
 
     def dense(self, query: str, k: int) -> list[str]:
         """The k nearest passages by the bi-encoder's cosine."""
@@ -87,29 +94,6 @@ class Rankings:
         return sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
 
 
-@contextlib.contextmanager
-def cached_queries(meve: MeVe) -> Iterator[None]:
-    """Within the block, each query's vector is computed once (with the verifier's shared pass, as
-    ``MeVe.run`` computes it) and reused by every setting run on it: a grid runs each question
-    dozens of times. A MeVe with its own query encoder (a framework's store) is left as it is."""
-    if meve._query_encoder is not None:
-        yield
-        return
-    memo: dict[str, np.ndarray] = {}
-    shared = meve._shared_pass(True)
-
-    def encode(query: str) -> np.ndarray:
-        if query not in memo:
-            memo[query] = shared.query(query) if shared is not None else meve.embedder.encode([query])[0]
-        return memo[query]
-
-    meve._query_encoder = encode
-    try:
-        yield
-    finally:
-        meve._query_encoder = None
-
-
 def topk_system(rankings: Rankings, ranking: str, k: int) -> System:
     """Plain top-k by one ranking (dense, bm25 or hybrid)."""
     rank = getattr(rankings, ranking)
@@ -125,7 +109,7 @@ def meve_system(rankings: Rankings, setting: Mapping[str, Any]) -> System:
     """MeVe with ``setting`` (MeVeConfig fields) over the corpus."""
 
     def run(query: str) -> tuple[list[str], str, ContextResult | None]:
-        r = rankings.meve.run(query, **setting)
+        r = rankings.meve.run(query, query_vector=rankings.query_vector(query), **setting)
         return [d.id for d in r.documents], r.context, r
 
     return run

@@ -161,8 +161,9 @@ def as_questions(questions: str | os.PathLike[str] | Sequence[Question | Mapping
     """A path to a JSONL file, Question records, or dicts shaped as the file's lines."""
     if isinstance(questions, str | os.PathLike):
         return load_questions(questions)
-    if questions and all(isinstance(q, Question) for q in questions):
-        return list(questions)  # already checked, and they keep their file's line numbers
+    records = [q for q in questions if isinstance(q, Question)]
+    if questions and len(records) == len(questions):
+        return records  # already checked, and they keep their file's line numbers
     return parse_questions(json.dumps(_as_line(q) if isinstance(q, Question) else q) for q in questions)
 
 

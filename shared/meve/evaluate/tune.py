@@ -31,7 +31,7 @@ from typing import Any
 
 from meve.core.config import MeVeConfig
 from meve.evaluate import frontier
-from meve.evaluate.arms import BASELINES, KS, Rankings, Scorable, cached_queries
+from meve.evaluate.arms import BASELINES, KS, Rankings, Scorable
 from meve.evaluate.evaluation import Corpus, opened, progress, run_arms
 from meve.evaluate.questions import Question, as_questions, check_evidence_ids, split_questions, targets
 from meve.evaluate.report import Points, Report, measure_arm, measure_curves, reference_tokens
@@ -177,20 +177,19 @@ def tune(
         split = {"split": {"dev": len(dev_qs), "test": len(test_qs), "rule": "sha256 of the id (the text when none) even: dev"}}
         if reason is not None:
             items = targets(qs, rankings.text)
-            with progress(len(items) * (len(BASELINES) * len(KS) + 1), show_progress, "meve: evaluating the default") as tick, cached_queries(meve):
+            with progress(len(items) * (len(BASELINES) * len(KS) + 1), show_progress, "meve: evaluating the default") as tick:
                 curves, arms = run_arms(rankings, items, {"default": default}, reps=reps, seed=seed, tick=tick)
             report = Report(len(items), len(rankings.text), curves, arms, [reason], {**split, "grid_size": len(grid), "chosen": default, "kept_default": True})
             return TuneResult(meve.config.replace(**default), None, report, reason=reason)
         dev, test = targets(dev_qs, rankings.text), targets(test_qs, rankings.text)
         extra_dev = 0 if _position(grid, default) is not None else 1  # the default is measured apart when the grid lacks it
         runs = len(dev) * (len(BASELINES) * len(KS) + len(grid) + extra_dev) + len(test) * (len(BASELINES) * len(KS) + 2)
-        with progress(runs, show_progress, "meve: tuning") as tick, cached_queries(meve):
+        with progress(runs, show_progress, "meve: tuning") as tick:
             choice = choose_setting(rankings, dev, grid, incumbent=default, reps=reps, seed=seed, tick=tick)
             best = dict(grid[choice.best])
             arms_to_run = {"default": default} if choice.kept_incumbent else {"tuned": best, "default": default}
+            tick.expect(runs - len(test) * (2 - len(arms_to_run)))  # the total counted two test arms
             curves, arms = run_arms(rankings, test, arms_to_run, reps=reps, seed=seed, tick=tick)
-            for _ in range(len(test) * (2 - len(arms_to_run))):  # the total counted two test arms; one ran
-                tick()
     return _result(meve.config, choice, grid, default, curves, arms, split=split, sizes=(len(dev), len(test), len(rankings.text)), reps=reps)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from meve.core.errors import InputError, StoreError
 from meve.core.heap import trim
 from meve.core.languages import warn_if_unreadable
-from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts
+from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts, check_vector
 from meve.core.tokens import TokenCounter, count_many, get_token_counter, stamp, stamp_key
 from meve.mindref.documents import documents_from
 from meve.mindref.hierarchy import Hierarchy
@@ -335,11 +335,16 @@ class MeVe(Retriever):
         return np.asarray(vec, dtype=np.float32)
 
     # -- running -----------------------------------------------------------------------
-    def run(self, query: str, *, on_phase: PhaseCallback | None = None, **overrides: Any) -> ContextResult:
+    def query_vector(self, query: str) -> np.ndarray:
+        """``query``'s vector as :meth:`run` makes it: ``run(query, query_vector=...)`` runs settings on one query with one model pass."""
+        return self._embed_query(check_query(query), self.config.verify)
+
+    def run(self, query: str, *, on_phase: PhaseCallback | None = None, query_vector: Any = None, **overrides: Any) -> ContextResult:
         """Build the budgeted, verified context for ``query``.
 
         ``overrides`` are MeVeConfig fields for this call only (e.g. ``t_max=256``);
-        ``on_phase`` is called with each PhaseRecord as soon as the phase ends.
+        ``on_phase`` is called with each PhaseRecord as soon as the phase ends; ``query_vector``
+        (from :meth:`query_vector`) skips embedding the query.
         """
         if self._closed:
             raise StoreError("this MeVe was closed; build a new one (MeVe.from_chroma reopens a collection you keep)")
@@ -347,7 +352,7 @@ class MeVe(Retriever):
         cfg = self.config.replace(**overrides)
         warn_if_unreadable(f"the query {query[:40]!r}", [query], self.embedder.name)
         t0 = time.perf_counter()
-        qvec = self._embed_query(query, cfg.verify)
+        qvec = self._embed_query(query, cfg.verify) if query_vector is None else check_vector(query_vector, "query_vector")
         candidates, lexical, info = self.retrieve(query, qvec, cfg, lambda: self.scorer)
         info["embedder"] = self.embedder.name
         first = ("retrieve", _ms(t0), {p.id: p.dense_score or 0.0 for p in candidates}, info)
@@ -373,12 +378,6 @@ class MeVe(Retriever):
         from the passages; :mod:`meve.pipeline.calibrate`). Apply it with
         ``meve.config = meve.config.replace(**c.config)``; save it with ``c.save(path)``."""
         return calibrate(self, target=target, queries=queries, seed=seed, show_progress=show_progress)
-
-    def tune(self, questions: Any, **options: Any) -> Any:
-        """Choose a setting on a dev split of ``questions``, report it on the test split: :func:`meve.evaluate.tune.tune`."""
-        from meve.evaluate.tune import tune
-
-        return tune(self, questions, **options)
 
     def baseline(self, query: str, k: int = 5) -> ContextResult:
         """Standard RAG for comparison: dense top-k, no verification and no budget."""
