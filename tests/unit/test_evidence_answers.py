@@ -20,3 +20,35 @@ def test_any_of_several_gold_answers_counts_and_an_empty_one_never_does() -> Non
     assert answer_in(["Denver Broncos", "Broncos"], "The Broncos won.")
     assert not answer_in(["", "  "], "anything at all")
     assert not answer_in([], "anything at all")
+
+
+def test_markdown_code_spans_links_and_snake_case_hold_the_answers_they_show() -> None:
+    # Issue 65: "_" counted as a letter, so Markdown emphasis stuck to its words and twelve answers
+    # standing in the Rust book's contexts were counted as misses.
+    assert answer_in(["test double"], "A _test double_ stands in for another type during testing.")
+    assert answer_in(["consuming adapters"], "Methods that call next are called *consuming adapters*.")
+    assert answer_in(["Vec::new"], "Create one with `Vec::new()` or the `vec!` macro.")
+    assert answer_in(["the Rust book"], "See [the Rust book](https://doc.rust-lang.org/book/) for more.")
+    assert answer_in(["snake case"], "Functions use snake_case names.") and answer_in(["snake_case"], "Functions use snake case names.")
+    assert answer_in(["**bold**"], "a bold claim")
+    assert not answer_in(["case"], "Functions use snakecase names.")  # still whole words only
+
+
+def test_the_meve_evaluate_matcher_is_the_benchmarks_one() -> None:
+    import meve.evaluate.metrics
+
+    assert answer_in is meve.evaluate.metrics.answer_in
+
+
+def test_an_evidence_passage_with_answers_is_kept_by_its_answer_sentence_so_pruning_is_not_scored_zero() -> None:
+    from meve.evaluate.metrics import evidence_recall
+    from meve.evaluate.questions import Question, targets
+
+    text = "Karl Drais lived in Mannheim. He built the running machine in 1817. It had no pedals."
+    with_answers = Question(text="Who built it?", id="a", line=1, answers=("Karl Drais", "Drais"), evidence_ids=("p",))
+    ids_only = Question(text="What had no pedals?", id="b", line=2, evidence_ids=("p",))
+    a, b = targets([with_answers, ids_only], {"p": text})
+    assert a.evidence == ("Karl Drais lived in Mannheim.",)  # the sentence holding an answer
+    assert b.evidence == (text,)  # no answer strings: the whole passage, as before
+    pruned = "Karl Drais lived in Mannheim. … It had no pedals."
+    assert evidence_recall(a.evidence, pruned) == 1.0 and evidence_recall(b.evidence, pruned) == 0.0

@@ -31,14 +31,22 @@ def evidence_recall(evidence: Sequence[str], context: str) -> float:
     return sum(normalise(e) in ctx for e in evidence) / len(evidence)
 
 
+# SQuAD's normalisation treats every punctuation mark as punctuation; "\w" counts "_" as a letter,
+# so Markdown emphasis (_test double_) and snake_case stuck to their words and missed.
+_PUNCT = re.compile(r"[^\w\s]|_")
+
+
 def _words(text: str) -> str:
-    text = re.sub(r"\b(a|an|the)\b", " ", re.sub(r"[^\w\s]", " ", text.lower()))
+    text = re.sub(r"\b(a|an|the)\b", " ", _PUNCT.sub(" ", text.lower()))
     return f" {' '.join(text.split())} "
 
 
 def answer_in(answers: Sequence[str], context: str) -> bool:
     """A gold answer occurs in ``context`` as a run of whole normalised words (SQuAD's
-    normalisation: lower case, no punctuation, no articles)."""
+    normalisation: lower case, punctuation (``_``, ``*``, backticks, brackets included) and
+    articles removed, whitespace collapsed): ``_test double_``, ``**test double**``,
+    `` `test double` `` and ``[test double](url)`` all hold the answer "test double", and
+    ``snake_case`` holds "snake case" (and "snake_case")."""
     ctx = _words(context)
     return any(a.strip() and _words(a) in ctx for a in answers)
 

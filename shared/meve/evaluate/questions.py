@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from meve.core.errors import InputError
+from meve.core.text import sentence_spans
+from meve.evaluate.metrics import answer_in
 
 __all__ = [
     "FIELDS",
@@ -28,6 +30,7 @@ __all__ = [
     "check_evidence_ids",
     "load_questions",
     "parse_questions",
+    "passage_evidence",
     "passage_ids",
     "split_of",
     "split_questions",
@@ -212,12 +215,27 @@ def check_evidence_ids(questions: Sequence[Question], known: Collection[str]) ->
 
 
 def targets(questions: Sequence[Question], passage_text: Mapping[str, str]) -> list[Target]:
-    """Each question's evidence as text: its evidence sentences, then the text of each evidence passage."""
+    """Each question's evidence as text: its evidence sentences, then each evidence passage's
+    (:func:`passage_evidence`)."""
     ids = passage_ids(questions, passage_text)
     return [
-        Target(q.name, q.text, q.answers, (*q.evidence_sentences, *(passage_text[ids[p]] for p in q.evidence_ids)), frozenset(ids[p] for p in q.evidence_ids))
+        Target(
+            q.name,
+            q.text,
+            q.answers,
+            (*q.evidence_sentences, *(e for p in q.evidence_ids for e in passage_evidence(passage_text[ids[p]], q.answers))),
+            frozenset(ids[p] for p in q.evidence_ids),
+        )
         for q in questions
     ]
+
+
+def passage_evidence(text: str, answers: Sequence[str]) -> list[str]:
+    """What of an evidence passage must stand in the context: its sentences that hold an answer
+    string, for a question that has answers (so a passage pruned to its answer sentence keeps its
+    evidence, and ``tune`` can choose pruning for users who label by id); else its whole text."""
+    held = [text[a:b] for a, b in sentence_spans(text) if answer_in(answers, text[a:b])] if answers else []
+    return held or [text]
 
 
 def split_of(question: Question) -> str:
