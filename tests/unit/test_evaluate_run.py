@@ -224,3 +224,10 @@ def test_an_evaluation_patches_nothing_on_the_meve_it_measures_so_other_threads_
     assert report.questions == 60 and seen
     for state in seen:
         assert state.keys() == before.keys() and all(state[k] is before[k] for k in before), [k for k in before if state[k] is not before[k]]
+
+
+def test_the_report_names_its_latency_the_way_a_users_call_runs(meve):
+    data = evaluate(meve, QUESTIONS, reps=20).to_dict()
+    lat = data["arms"]["this config"]["latency"]
+    assert lat["warm_calls"] == 20 and lat["warm_ms_p50"] > 0 and lat["first_call_ms"] > 0
+    assert any("query vector computed once" in n and "query embedding included" in n for n in data["notes"])

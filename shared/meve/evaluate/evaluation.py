@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from meve.core.config import MeVeConfig
 from meve.core.errors import InputError
@@ -131,8 +134,28 @@ def evaluate(
         check_evidence_ids(qs, rankings.text)
         items = targets(qs, rankings.text)
         chosen = {label: _overrides(s) for label, s in settings.items()} if settings else {"this config": {}}
+        first = _timed(meve, items[0].text, next(iter(chosen.values())))  # before anything else ran: what a first call costs
         total = len(items) * (len(BASELINES) * len(ks) + len(chosen))
         with progress(total, show_progress, "meve: evaluating") as tick:
             curves, arms = run_arms(rankings, items, chosen, ks=ks, reps=reps, seed=seed, tick=tick)
-        notes = [f"intervals: paired bootstrap over the {len(items)} questions, {reps} draws, 95%"]
+        for label, setting in chosen.items():
+            warm = [_timed(meve, q.text, setting) for q in items[:LATENCY_CALLS]]
+            arms[label]["latency"] = {"first_call_ms": round(first, 1), "warm_ms_p50": round(float(np.percentile(warm, 50)), 1), "warm_calls": len(warm)}
+        notes = [f"intervals: paired bootstrap over the {len(items)} questions, {reps} draws, 95%", LATENCY_NOTE]
         return Report(len(items), len(rankings.text), curves, arms, notes)
+
+
+#: Whole ``MeVe.run`` calls timed per setting, as a user's call runs (the query embedded, models included).
+LATENCY_CALLS = 20
+LATENCY_NOTE = (
+    "latency: `ms` is per question with its query vector computed once and shared by every setting and top-k curve "
+    "(model time of the query's embedding excluded); `latency.first_call_ms` is the evaluation's first MeVe.run "
+    "(it loads any model not yet loaded), `latency.warm_ms_p50` the median of whole MeVe.run calls on the first "
+    f"{LATENCY_CALLS} questions afterwards, query embedding included"
+)
+
+
+def _timed(meve: MeVe, query: str, setting: Mapping[str, Any]) -> float:
+    t0 = time.perf_counter()
+    meve.run(query, **setting)
+    return (time.perf_counter() - t0) * 1000.0
