@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -123,9 +123,8 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         self._fixed = memory
         self._session_id = session_id
         self._open = {"path": path, "client": client, "config": config, "embedders": embedders}
-        self._memories: OrderedDict[str, MomentaryMemory] = OrderedDict()
-        self._in_use: dict[MomentaryMemory, int] = {}  # memory -> model calls using it now
-        self._retired: set[MomentaryMemory] = set()  # evicted while in use: closed when its last call ends
+        self._memories: OrderedDict[str, MomentaryMemory] = OrderedDict()  # least recently used first
+        self._calls: Counter[str] = Counter()  # session -> model calls using its memory now: never evicted
         self._lock = threading.Lock()
         self.max_sessions = max_sessions
         self.l_max = l_max
@@ -140,8 +139,7 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
 
     @contextmanager
     def _holding(self, session: str) -> Iterator[MomentaryMemory]:
-        """The session's memory, held open for one model call: an eviction meanwhile (another
-        thread's session) defers closing it until the call ends."""
+        """The session's memory, held open for one model call: eviction skips it until the call ends."""
         mem = self._open_session(session, hold=True)
         if mem is self._fixed:  # the caller's memory: never evicted
             yield mem
@@ -150,14 +148,23 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
             yield mem
         finally:
             with self._lock:
-                left = self._in_use.pop(mem) - 1
-                if left:
-                    self._in_use[mem] = left
-                retire = not left and mem in self._retired
-                if retire:
-                    self._retired.discard(mem)
-            if retire:
-                mem.close()
+                self._calls[session] -= 1
+                if not self._calls[session]:
+                    del self._calls[session]
+                evicted = self._evict()
+            for old in evicted:
+                old.close()
+
+    def _evict(self) -> list[MomentaryMemory]:
+        """Past ``max_sessions``, the least recently used memories no call is using (under the lock;
+        the caller closes them). Memories in use may keep the count above the cap until released."""
+        out: list[MomentaryMemory] = []
+        for session in list(self._memories):
+            if len(self._memories) <= self.max_sessions:
+                break
+            if session not in self._calls:
+                out.append(self._memories.pop(session))
+        return out
 
     def _open_session(self, session: str, *, hold: bool) -> MomentaryMemory:
         if self._fixed is not None:
@@ -166,35 +173,26 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
             mem = self._memories.get(session)
             if mem is not None and not mem.closed:
                 self._memories.move_to_end(session)
-                if hold:
-                    self._in_use[mem] = self._in_use.get(mem, 0) + 1
+                self._calls.update([session] if hold else [])
                 return mem
         opened = MomentaryMemory(session, **self._open)  # opened outside the lock: it reads Chroma
-        evicted: list[MomentaryMemory] = []
         with self._lock:
             current = self._memories.get(session)
-            if current is not None and not current.closed:
-                evicted.append(opened)  # another thread opened it meanwhile: keep theirs
-                mem = current
-            else:
-                mem = self._memories[session] = opened
+            theirs = current is not None and not current.closed  # another thread opened it meanwhile: keep theirs
+            mem = current if current is not None and theirs else opened
+            unused = [opened] if theirs else []
+            self._memories[session] = mem
             self._memories.move_to_end(session)
-            if hold:
-                self._in_use[mem] = self._in_use.get(mem, 0) + 1
-            while len(self._memories) > self.max_sessions:
-                evicted.append(self._memories.popitem(last=False)[1])
-            busy = {m for m in evicted if m in self._in_use}
-            self._retired |= busy  # closed by the last call using it
-        for old in evicted:
-            if old not in busy:
-                old.close()
+            self._calls.update([session] if hold else [])
+            unused += self._evict()
+        for old in unused:
+            old.close()
         return mem
 
     def close(self) -> None:
         """Close every memory this middleware opened (a ``memory=`` given is the caller's)."""
         with self._lock:
-            opened, self._memories = [*self._memories.values(), *self._retired], OrderedDict()
-            self._retired = set()
+            opened, self._memories = list(self._memories.values()), OrderedDict()
         for mem in opened:
             mem.close()
 

@@ -88,18 +88,19 @@ def resolve_items(
 ) -> Resolved:
     """Each item's turn: a turn_id already stored (``stored``) or earlier in the batch with the
     same role and text is that turn. With another role or text it is refused, or, with
-    ``supersede``, an edit (:func:`edited_turn`)."""
-    result: list[Turn] = []
-    batch: dict[str, Turn] = {}
-    edits: dict[str, tuple[Turn, Turn]] = {}
+    ``supersede``, an edit (:func:`edited_turn`). Within a batch the last write of an id wins."""
+    current: dict[str, Turn] = {}  # id -> the turn as the batch leaves it so far
+    fresh: list[str] = []  # ids new in this batch, in order
+    superseded: dict[str, Turn] = {}  # id -> the stored turn its edits replace
+    order: list[str] = []
     for i, item in enumerate(items):
         spec = _spec(item, i)
         tid = spec.get("turn_id")
-        existing = (batch.get(tid) or (edits[tid][1] if tid in edits else None) or stored(tid)) if isinstance(tid, str) else None
+        existing = (current.get(tid) or stored(tid)) if isinstance(tid, str) else None
         if existing is None:
             turn = new_turn(spec, rules, last, seq)
             last, seq = turn.timestamp, seq + 1
-            batch[turn.id] = turn
+            fresh.append(turn.id)
         elif (spec.get("text"), spec.get("role", "user")) == (existing.text, existing.role):
             turn = existing
         elif not supersede:
@@ -108,14 +109,14 @@ def resolve_items(
                 f"{spec.get('role', 'user')}: {str(spec.get('text'))[:60]!r}; stored turns are never overwritten unless "
                 "supersede=True, so give the new turn its own turn_id"
             )
-        elif existing.id in batch:  # new in this very batch: its later text is the one stored, as a new turn
-            turn = batch[existing.id] = replace(edited_turn(spec, existing, rules), edited=None)
-        else:  # several edits of one turn in a batch: the last one wins, the turn as stored is kept for the trace
+        elif existing.id in fresh:  # new in this very batch: its later text is the one stored, as a new turn
+            turn = replace(edited_turn(spec, existing, rules), edited=None)
+        else:
+            superseded.setdefault(existing.id, existing)
             turn = edited_turn(spec, existing, rules)
-            edits[existing.id] = (edits.get(existing.id, (existing, turn))[0], turn)
-        result.append(turn)
-    final = {**batch, **{tid: new for tid, (_, new) in edits.items()}}
-    return Resolved([final.get(t.id, t) for t in result], list(batch.values()), list(edits.values()))
+        current[turn.id] = turn
+        order.append(turn.id)
+    return Resolved([current[t] for t in order], [current[t] for t in fresh], [(old, current[t]) for t, old in superseded.items()])
 
 
 def edited_turn(spec: Mapping[str, Any], stored: Turn, rules: TurnRules) -> Turn:

@@ -74,20 +74,20 @@ class ForeignStore:
     ) -> None:
         self._search, self._embed_query, self._add, self._stored = search, embed_query, add, stored
         self.embedder = CachedEmbedder(_FunctionEmbedder(name, embed_texts))
-        self.rows: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        # meve's id -> (text, metadata, the id the framework's store keeps it under, if known); a
+        # given row's own id is taken as the store's (documents added with theirs), checked by text on reading.
+        self.rows: dict[str, tuple[str, Mapping[str, Any], str | None]] = {}
         self._by_text: dict[str, str] = {}
-        self._store_ids: dict[str, str] = {}  # meve's id -> the id the framework's store keeps the passage under
         self.vectors_read = self.vectors_embedded = 0
         for pid, text, meta in rows:
-            self._put(pid or _content_id(text), text, meta)
-            if pid:
-                self._store_ids[pid] = pid  # the store's id when the documents were added with theirs; checked by text on reading
+            self._put(pid or _content_id(text), text, meta, pid or None)
 
-    def _put(self, pid: str, text: str, meta: Mapping[str, Any]) -> None:
+    def _put(self, pid: str, text: str, meta: Mapping[str, Any], store_id: str | None) -> None:
+        """Know ``pid`` with this text (a hit's replaces an older one) and, when given, its store id."""
         former = self.rows.get(pid)
         if former is not None and former[0] != text and self._by_text.get(former[0]) == pid:
             del self._by_text[former[0]]
-        self.rows[pid] = (text, meta)
+        self.rows[pid] = (text, meta, store_id or (former[2] if former is not None else None))
         self._by_text.setdefault(text, pid)
 
     def _hit_id(self, pid: str | None, text: str) -> str:
@@ -110,7 +110,7 @@ class ForeignStore:
         """The vectors the store keeps for these passages (unit length), None where it keeps none
         under the passage's id with the passage's text: a vector of another text is not this one's."""
         found: list[np.ndarray | None] = [None] * len(ids)
-        asked = [(j, self._store_ids[i]) for j, i in enumerate(ids) if i in self._store_ids]
+        asked = [(j, sid) for j, i in enumerate(ids) if (sid := self.rows[i][2]) is not None]
         if self._stored is None or not asked:
             return found
         for (j, _), row in zip(asked, self._stored([sid for _, sid in asked]), strict=True):
@@ -143,9 +143,7 @@ class ForeignStore:
             hit = self._hit_id(pid, text)
             if hit not in ids:
                 ids[hit] = None
-                self._put(hit, text, meta)  # new to this wrapper, or upserted again: the store's text now
-                if pid:
-                    self._store_ids[hit] = pid
+                self._put(hit, text, meta, pid or None)  # new to this wrapper, or upserted again: the store's text now
         out = [p.with_(dense_score=float(np.dot(np.asarray(p.embedding), vector))) for p in self._passages(list(ids))]
         return sorted(out, key=lambda p: -(p.dense_score or 0.0))
 
@@ -159,12 +157,11 @@ class ForeignStore:
             raise TypeError("add passages through your framework's own index; this store only reads it")
         self._add(ids, texts, metadatas)
         for i, t, m in zip(ids, texts, metadatas, strict=True):
-            self._put(i, t, dict(m or {}))
-            self._store_ids[i] = i
+            self._put(i, t, dict(m or {}), i)
 
     def documents(self) -> tuple[list[str], list[str]]:
         """Every known passage's id and text."""
-        return list(self.rows), [t for t, _ in self.rows.values()]
+        return list(self.rows), [row[0] for row in self.rows.values()]
 
     def count(self) -> int:
         """How many passages are known."""
