@@ -780,3 +780,48 @@ def test_a_session_of_a_newer_meve_is_refused(tmp_path):
     m.close()
     with pytest.raises(FormatError, match="newer meve"):
         MomentaryMemory("new", path=path, embedders=[FakeEmbedder()], clock=Clock())
+
+
+KILLED_MID_SESSION_MIGRATION = """
+import os, signal, sys
+sys.path[:0] = [{shared!r}, {root!r}]
+from meve import MomentaryMemory
+from meve.memory import session
+from tests.fakes import FakeEmbedder
+
+real = session.SessionStore.delete
+
+def die(self, col, ids):  # the primary's new rows are written, its old ones not yet deleted
+    if col is self.collections[0] and ids:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(self, col, ids)
+
+session.SessionStore.delete = die
+MomentaryMemory("old", path={path!r}, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")])
+"""
+
+
+def test_a_session_migration_killed_midway_leaves_each_turn_once_when_opened_again(tmp_path):
+    # "ok" twice: its second copy's new id is the first copy's old one (occurrence 1 and position 1 hash
+    # alike), so after the kill the old and new rows could not be told apart by their ids alone.
+    import subprocess
+    import sys
+
+    from meve.integration import Message, _turn_ids, chat_context
+
+    path = str(tmp_path / "db")
+    thread = [("system", "Be brief."), ("user", "ok"), ("assistant", "Noted."), ("user", "ok"), ("user", "What did I say first?")]
+    _format_1_session(path, "old", _by_position(thread, [1, 2, 3]))
+    root = Path(__file__).resolve().parents[2]
+    code = KILLED_MID_SESSION_MIGRATION.format(shared=str(root / "shared"), root=str(root), path=path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
+    assert out.returncode == -9, out.stderr[-2000:]
+    later = Clock()
+    later.now += timedelta(days=1)
+    m = MomentaryMemory("old", path=path, embedders=[FakeEmbedder(32, "a"), FakeEmbedder(48, "b")], clock=later)
+    messages = [Message(role, text) for role, text in thread]
+    expected = [tid for (role, _), tid in zip(thread, _turn_ids(messages), strict=True) if role != "system"][:3]
+    assert sorted(t.id for t in m.turns()) == sorted(expected) and sorted(t.text for t in m.turns()) == ["Noted.", "ok", "ok"]
+    assert sorted(m._store.collections[1].get()["ids"]) == sorted(expected)
+    chat_context(messages, m, l_max=500)
+    assert len(m) == 4  # recording the thread again adds only the question

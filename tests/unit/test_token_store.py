@@ -232,15 +232,49 @@ def test_a_format_1_store_keeps_its_whole_passages_and_drops_the_ones_that_may_b
     assert reopened.get(cut).shape == (600, pq.dimension) and reopened.get(short).shape == (40, pq.dimension)
 
 
-def test_a_migration_cut_short_by_a_crash_runs_again(pq, tmp_path):
+KILLED_MID_MIGRATION = """
+import os, signal, sys
+import numpy as np
+sys.path[:0] = [{shared!r}]
+from meve.core.durable import TMP_MARK
+from meve.scoring import token_store
+from meve.scoring.token_store import ProductQuantizer, TokenStore
+
+real = token_store.write_atomically
+
+def die_at(path, write):  # the chosen point of the migration: index.bin half written, or whole but meta.json not yet
+    if path.name == "index.bin" and {point!r} == "half":
+        path.with_name(path.name + TMP_MARK + "deadbeef").write_bytes(write[: len(write) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(path, write)
+    if path.name == "index.bin":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+token_store.write_atomically = die_at
+TokenStore({folder!r}, ProductQuantizer(np.load({centroids!r})))
+"""
+
+
+@pytest.mark.parametrize("point", ["half", "whole"])
+def test_a_migration_killed_midway_runs_again_and_loses_nothing_it_keeps(pq, tmp_path, point):
+    import subprocess
+    import sys
+
     rng = np.random.default_rng(8)
     keep, drop = text_key("a"), text_key("b")
-    _format_1_store(tmp_path / "tok", pq, [(keep, _unit(rng, 3)), (drop, _unit(rng, 254))])
-    index = tmp_path / "tok" / "index.bin"
-    kept = index.read_bytes()[:32]
-    index.write_bytes(kept)  # the crash: index.bin rewritten, meta.json still says 1
-    store = TokenStore(tmp_path / "tok", pq)
+    kept = _unit(rng, 3)
+    _format_1_store(tmp_path / "tok", pq, [(keep, kept), (drop, _unit(rng, 254))])
+    np.save(tmp_path / "c.npy", pq.centroids)
+    shared = str(Path(__file__).resolve().parents[2] / "shared")
+    code = KILLED_MID_MIGRATION.format(shared=shared, centroids=str(tmp_path / "c.npy"), folder=str(tmp_path / "tok"), point=point)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == -9, out.stderr[-2000:]
+    assert json.loads((tmp_path / "tok" / "meta.json").read_text())["format"] == 1  # killed before the migration was marked
+    store = TokenStore(tmp_path / "tok", pq)  # a new process's open: the migration runs again
     assert keep in store and drop not in store and len(store) == 1
+    np.testing.assert_array_equal(store.get(keep), pq.decode(pq.encode(kept)))
+    assert json.loads((tmp_path / "tok" / "meta.json").read_text())["format"] == 2
+    assert not [p.name for p in (tmp_path / "tok").iterdir() if ".tmp-" in p.name]  # the half-written file was cleaned away
 
 
 def test_a_store_from_a_newer_meve_is_refused_not_read(pq, tmp_path):

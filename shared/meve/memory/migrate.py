@@ -12,10 +12,12 @@ its position-keyed copy is deleted. Turn ids of any other kind (given by the cal
 :meth:`MomentaryMemory.add`) are left as they are.
 
 Crash-safe: each collection gets the new rows before losing the old ones (never an id that is
-also a new one), the primary last, and the session is marked current only at the end; a crash in
-between leaves position ids that the next open finds and maps again (to content ids already
-stored: deleted). One case migrates to an extra copy instead: a crash inside the primary's
-writes when one role and text was stored three or more times (a turn is then kept twice, none lost).
+also a new one), the primary last, and the session is marked current only at the end. Each row
+written under its new id records the id it came from (:data:`MOVED_FROM`), so after a crash
+between the two steps the next open knows the old rows left behind for what they are
+(:func:`leftovers`: deleted, their turns already stand under the new ids) and does not take
+them for turns to re-key; a new id may be an old one's (occurrence k and position k hash alike),
+so an id alone could not tell.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from typing import Any
 from meve.memory.ids import content_id, position_id
 from meve.memory.records import Turn
 
-__all__ = ["POSITION_SLACK", "moved_rows", "position_of", "rekeyed"]
+__all__ = ["MOVED_FROM", "POSITION_SLACK", "leftovers", "moved_rows", "position_of", "rekeyed"]
+
+#: Metadata of a row the migration wrote under its new id: the id it had before.
+MOVED_FROM = "meve:moved_from"
 
 # Room for the messages a thread holds but never stored (system, tool, empty) between stored turns.
 POSITION_SLACK = 512
@@ -72,8 +77,17 @@ def rekeyed(turns: Sequence[Turn]) -> dict[str, str | None]:
 
 def moved_rows(rows: dict[str, list[Any]], plan: dict[str, str | None]) -> dict[str, list[Any]]:
     """The rows of one collection (ids, documents, metadatas, embeddings) to write under their new
-    ids: the rows ``plan`` renames, not the duplicates it deletes."""
+    ids, each recording its old one (:data:`MOVED_FROM`): the rows ``plan`` renames, not the
+    duplicates it deletes."""
     keep = [i for i, pid in enumerate(rows["ids"]) if plan.get(pid) is not None]
     out = {k: [v[i] for i in keep] for k, v in rows.items()}
+    out["metadatas"] = [{**(m or {}), MOVED_FROM: pid} for pid, m in zip(out["ids"], out["metadatas"], strict=True)]
     out["ids"] = [plan[pid] for pid in out["ids"]]
     return out
+
+
+def leftovers(ids: Sequence[str], metadatas: Sequence[Any]) -> set[str]:
+    """The rows of one collection a migration cut short left behind: ids that some row written
+    under its new id came from, and that were not themselves overwritten by such a row."""
+    moved = {pid for pid, m in zip(ids, metadatas, strict=True) if (m or {}).get(MOVED_FROM)}
+    return {str(m[MOVED_FROM]) for m in metadatas if (m or {}).get(MOVED_FROM)} - moved

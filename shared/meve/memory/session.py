@@ -20,7 +20,7 @@ import numpy as np
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
-from meve.memory.migrate import moved_rows, rekeyed
+from meve.memory.migrate import leftovers, moved_rows, rekeyed
 from meve.memory.records import Turn
 from meve.retrieval.chroma import COLLECTION_RULE, check_collection_name, check_directory, chroma_call
 from meve.scoring.protocols import Embedder
@@ -299,13 +299,17 @@ class SessionStore:
     def migrate(self) -> None:
         """Bring a format-1 session to the current format (:mod:`meve.memory.migrate`): re-key its
         position-keyed turns in every collection (secondaries first, primary last), then mark it."""
+        for col in (*self.collections[1:], self.collections[0]):  # what an earlier migration, cut short, left behind
+            seen = self.rows(col, include=("metadatas",))
+            self.delete(col, sorted(leftovers(seen["ids"], seen["metadatas"])))
         loaded = sorted(self.turns(), key=time_order)
         plan = rekeyed([t for t, _ in loaded])
         for col in (*self.collections[1:], self.collections[0]):
             rows = self.rows(col, ids=list(plan), include=("documents", "metadatas", "embeddings"))
             moved = moved_rows(rows, plan)
             self.put_rows(col, moved)
-            self.delete(col, [pid for pid in rows["ids"] if pid not in set(moved["ids"])])  # a new id may be an old one's
+            written = set(moved["ids"])  # a new id may be an old one's: that row now holds the new turn
+            self.delete(col, [pid for pid in rows["ids"] if pid not in written])
         for col in (*self.collections[1:], self.collections[0]):
             kept = {k: v for k, v in (col.metadata or {}).items() if not k.startswith("hnsw:")}  # Chroma refuses to be told the space again
             self.call("mark the session's format", col.modify, metadata={**kept, FORMAT_KEY: FORMATS["memory_session"]})
