@@ -76,12 +76,13 @@ def path_text(text: str) -> str:
 
 
 def _creatable(path: Path, what: str) -> None:
-    """Refuse ``path`` unless it can be made: its first existing ancestor is a folder this user writes."""
-    parent = next((p for p in path.absolute().parents if p.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(
-            f"{str(path)!r} is not allowed: {str(parent)!r} is not a folder this user can write to, so {what} cannot be written there"
-        )
+    """Refuse ``path`` unless it can be made (:func:`meve.core.durable.unwritable_ancestor`)."""
+    from meve.core.durable import unwritable_ancestor
+
+    parent = unwritable_ancestor(path)
+    if parent is not None:
+        where = str(parent)
+        raise argparse.ArgumentTypeError(f"{str(path)!r} is not allowed: {where!r} is not a folder this user can write to, so {what} cannot go there")
 
 
 def out_folder(text: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["TMP_MARK", "fsync_dir", "remove_strays", "write_atomically"]
+__all__ = ["TMP_MARK", "fsync_dir", "remove_strays", "unwritable_ancestor", "write_atomically"]
 
 TMP_MARK = ".tmp-"  # in the name of every temporary file or folder written here
 
@@ -56,3 +56,10 @@ def remove_strays(directory: Path) -> list[Path]:
         else:
             p.unlink(missing_ok=True)
     return gone
+
+
+def unwritable_ancestor(path: Path) -> Path | None:
+    """Why ``path`` (which does not exist yet) cannot be created: its nearest existing ancestor,
+    when that is not a folder this user can write into; None when it can be created."""
+    parent = next(p for p in path.absolute().parents if p.exists())  # "/" always exists
+    return None if parent.is_dir() and os.access(parent, os.W_OK | os.X_OK) else parent

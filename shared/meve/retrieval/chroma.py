@@ -16,6 +16,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from meve.core.durable import unwritable_ancestor
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
 from meve.retrieval.directory import WRITES, directory_lock, lock_at, no_writer
@@ -114,8 +115,8 @@ def check_directory(path: object, *, create: bool = True) -> Path:
         if db.exists() and not os.access(db, os.R_OK | os.W_OK):
             raise StoreError(f"{str(db)!r} is not readable and writable by this user; fix its permissions")
         return where
-    parent = next(p for p in where.absolute().parents if p.exists())
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    parent = unwritable_ancestor(where)
+    if parent is not None:
         raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {str(parent)!r} is not a directory this user can write to; choose another path")
     return where
 
