@@ -501,7 +501,7 @@ def test_the_default_pipeline_over_default_nodes_answers_from_a_real_multi_node_
     from meve.core.tokens import get_token_counter
 
     # A real document frozen for the test (docs/concepts/phases.md as of 0.2.0): the live page changes with the docs.
-    page = Path(__file__).resolve().parents[1] / "data" / "long_document.md"
+    page = Path(__file__).resolve().parents[1] / "data" / "long_document.txt"
     index = VectorStoreIndex.from_documents([Document(text=page.read_text(encoding="utf-8"))], embed_model=MeVeEmbedding(minilm))  # Settings' splitter
     counter = get_token_counter()
     sizes = [counter.count(n.get_content()) for n in index.docstore.docs.values()]
