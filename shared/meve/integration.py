@@ -281,18 +281,18 @@ def stored_text(m: Message, max_chars: int) -> str:
 
 
 def recall(memory: MomentaryMemory, query: str, *, exclude: Collection[str] = (), l_max: int | None = None, top_k: int | None = None) -> list[Message]:
-    """The turns memory rebuilds for ``query`` within ``l_max`` tokens, oldest first, minus the
-    turns in ``exclude`` (the current exchange, which the caller sends verbatim). System turns are
+    """The turns memory rebuilds for ``query`` within ``l_max`` tokens, oldest first, never the
+    turns in ``exclude`` (the current exchange, which the caller sends verbatim): the latest
+    exchange kept first is the one before it, and no budget goes to what is sent anyway. System turns are
     never recalled: the policy passes them through first, outside ``l_max``. A tool result comes
     back as an assistant message saying so ("Tool result: ..."): a tool message needs the call it
     answers, which is not recalled. Each recalled message's id is ``"meve-<turn id>"``; no flag
     rides along into the prompt."""
-    ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k, skip_roles=("system",))
+    ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k, skip_roles=("system",), skip_ids=exclude)
     out = []
     for t in ctx.turns:
-        if t.id not in exclude:
-            text = ctx.content_of(t)
-            out.append(Message("assistant", f"Tool result: {text}", f"meve-{t.id}") if t.role == "tool" else Message(t.role, text, f"meve-{t.id}"))
+        text = ctx.content_of(t)
+        out.append(Message("assistant", f"Tool result: {text}", f"meve-{t.id}") if t.role == "tool" else Message(t.role, text, f"meve-{t.id}"))
     return out
 
 

@@ -78,13 +78,15 @@ def test_memory_cli(tmp_path, minilm, capsys):
 
     out = json.loads(capsys.readouterr().out)
     assert out["recent_reason"] == "keep_recent=True"
-    # top_k 1 recalls the bike turn; the reply after it comes in as its partner turn, worth half its anchor (the default).
+    # The latest exchange (the last two turns) goes in first; top_k 1 recalls the bike turn.
     assert [t["text"] for t in out["turns"]] == ["My bike is a green Brompton.", "The weather is nice.", "What colour is my bike?"]
-    reasons = [tr["reason"] for tr in out["trace"] if tr["included"]][1:]
-    assert reasons == ["relevance rank 1 (score 1.000) of top_k 1", "partner turn of relevance rank 1 (worth 0.5 x 1.000 + 0.5 x its own 0.000 = 0.500)"]
-    # By default a standalone query lets the latest turn compete: with top_k 1 it is the one most
-    # like the query, and its partner (the reply before it) comes with it.
+    reasons = [tr["reason"] for tr in out["trace"] if tr["included"]]
+    assert reasons == ["most recent turn (always kept)", "most recent turn (always kept)", "relevance rank 1 (score 1.000) of top_k 1"]
     assert main(["memory", "reconstruct", "bike colour", "--db", db, "--session", "s", "--top-k", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["recent_reason"] == "keep_recent=True"  # the default
+    # With "auto" a standalone query lets the latest turns compete: with top_k 1 the one most like
+    # the query goes in, and its partner (the reply before it) comes with it.
+    assert main(["memory", "reconstruct", "bike colour", "--db", db, "--session", "s", "--top-k", "1", "--json", "--keep-recent", "auto"]) == 0
     auto = json.loads(capsys.readouterr().out)
     assert [t["text"] for t in auto["turns"]] == ["The weather is nice.", "What colour is my bike?"]
     assert auto["recent_reason"] == "the query stands alone: the most recent turns compete by relevance"

@@ -117,8 +117,8 @@ def test_l_max_cut_by_priority_and_recent_truncation_marker():
     assert TRUNCATION_MARKER.split("{")[0].strip() in small.turns[0].text
 
 
-def test_the_recent_turn_goes_in_first_only_for_a_query_that_follows_up_on_it():
-    m = filled()
+def test_with_keep_recent_auto_the_recent_turn_goes_in_first_only_for_a_follow_up():
+    m = filled(keep_recent="auto", recent_turns=1)
     # A standalone question: the most recent turn ("What breed is my dog again?") competes by
     # relevance, and the two pizza turns the query asks about take the budget (room for them only).
     pizza = "\n".join(f"{r}: {t}" for r, t in CHAT[4:6])
@@ -652,7 +652,7 @@ def test_a_failed_edit_leaves_the_stored_turn_as_it_was(monkeypatch):
 
 
 def test_the_context_says_whose_turns_a_query_asks_about():
-    m = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False)
+    m = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False, keep_recent=False)  # every turn scored
     m.add("My favourite colour is teal.", "user")
     m.add("Teal is a lovely favourite colour.", "assistant")
     m.add("Unrelated remark about trains.", "user")
@@ -661,7 +661,7 @@ def test_the_context_says_whose_turns_a_query_asks_about():
     assert ctx.to_dict()["role_reason"] == ctx.role_reason
     # The assistant's reply counts half: its fused score is half what the same reply scores without the cue.
     reply = next(tr for tr in ctx.trace if tr.seq == 1)
-    off = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False, role_cue=False)
+    off = mem(weights={"bm25": 1.0, "dense": 0.0}, partner_turns=False, role_cue=False, keep_recent=False)
     off.add_many([{"text": t.text, "role": t.role} for t in m.turns()])
     plain = off.reconstruct("What is my favourite colour?", l_max=1000)
     assert plain.role_reason == "role_cue=False"

@@ -71,7 +71,7 @@ def test_a_long_query_recalls_the_turn_one_of_its_sentences_asks_for():
     emb = FakeEmbedder()
     vet = WORK[3][1]
     l_max = get_token_counter().count(f"user: {vet}")  # room for one line
-    cfg = {"weights": {"dense": 1.0}, "partner_turns": False, "role_cue": False, "dates": False, "l_max": l_max}
+    cfg = {"weights": {"dense": 1.0}, "partner_turns": False, "role_cue": False, "dates": False, "keep_recent": False, "l_max": l_max}
     whole = memory(emb, query_sentences=False, **cfg).reconstruct(LONG)
     assert [t.text for t in whole.turns] != [vet] and whole.parts_reason == "query_sentences=False"
     ctx = memory(emb, **cfg).reconstruct(LONG)

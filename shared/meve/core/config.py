@@ -254,7 +254,7 @@ def time_words(query: str) -> str | None:
 
 
 def _default_weights() -> dict[str, float]:
-    # With dates="auto", keep_recent="auto" and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat,
+    # With dates="auto", the latest exchange always kept and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat,
     # MemoryBank, RealMem and LongMemEval by the best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory,
     # leave-one-dataset-out").
     return {"bm25": 0.5, "dense": 0.5}
@@ -290,7 +290,9 @@ class MemoryConfig:
         top_k: at most this many past turns chosen by hybrid relevance (besides the recent ones);
             None (default) fills ``l_max`` in fused-priority order.
         l_max: hard token budget of the rebuilt context.
-        recent_turns: most recent turns always included.
+        recent_turns: how many of the most recent turns are kept first (with ``keep_recent``): 2,
+            the latest exchange (the user's last turn and the reply next to it), so "Continue" or
+            "Summarize your last answer" always gets the reply it follows.
         fusion: "weighted" (min-max normalised weighted sum, eq. 12-13) or "rrf" (eq. 14).
         weights: per-signal weights: 'bm25', 'dense' (all embedders) or an embedder's name.
         rrf_k: the RRF damping constant.
@@ -309,10 +311,12 @@ class MemoryConfig:
             ``l_max``), so a model can answer "when" questions about recalled turns; "auto" dates
             the lines only for a query that asks about time (:func:`asks_about_time`), so other
             queries spend those tokens on turns.
-        keep_recent: True keeps the ``recent_turns`` most recent turns before anything else (the
-            paper); "auto" keeps them only for a query that reads as a follow-up to them
-            (:func:`meve.memory.decide.follow_up_words`: "why?", "is it cheaper?"), and otherwise
-            lets them compete by relevance like any past turn; False never forces them in.
+        keep_recent: True (default) keeps the ``recent_turns`` most recent turns before anything
+            else, for every query (the paper's anchor; one longer than the room left is cut to its
+            part the query matches, marked); "auto" keeps them only for a query that reads as a
+            follow-up (:func:`meve.memory.decide.follow_up_words`: "why?", "is it cheaper?") and
+            otherwise lets them compete by relevance, which a list of phrasings misses ("Continue");
+            False never forces them in.
         role_cue: a query in the first person alone ("what do I ...", "my ...") asks about the
             user's own turns, one in the second person alone ("what did you ...") about the
             assistant's: the other roles' fused scores count half for that query
@@ -327,7 +331,7 @@ class MemoryConfig:
 
     top_k: int | None = None
     l_max: int = 1024
-    recent_turns: int = 1
+    recent_turns: int = 2
     fusion: Fusion = "weighted"
     weights: Mapping[str, float] = field(default_factory=_default_weights)
     rrf_k: int = 60
@@ -337,7 +341,7 @@ class MemoryConfig:
     partner_turns: bool = True
     partner_weight: float = 0.5
     dates: bool | Literal["auto"] = "auto"
-    keep_recent: bool | Literal["auto"] = "auto"
+    keep_recent: bool | Literal["auto"] = True
     role_cue: bool = True
     query_sentences: bool = True
 

@@ -77,7 +77,9 @@ class Replay:
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)
-        sel = select_turns(self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner, scores=fused)
+        sel = select_turns(
+            self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner, scores=fused, query=query
+        )
         return sel, render(sel.turns, dates=bool(cfg.dates))
 
     def fill(self, ranked: Sequence[int], l_max: int, dates: bool = False) -> tuple[Selection, str]:

@@ -18,7 +18,7 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -33,7 +33,7 @@ from meve.core.tokens import TokenCounter, get_token_counter
 from meve.memory.decide import decide
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import MemoryContext, Turn, check_roles
-from meve.memory.select import fuse, rank, select_turns, signal_weights, turn_traces, weigh_roles
+from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_weights, turn_traces, weigh_roles
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.signals import bm25_pool, vector_pool
 from meve.memory.turns import TurnRules, resolve_items
@@ -319,6 +319,7 @@ class MomentaryMemory:
         recent_turns: int | None = None,
         keep_roles: Sequence[str] = (),
         skip_roles: Sequence[str] = (),
+        skip_ids: Collection[str] = (),
         dates: bool | str | None = None,
         keep_recent: bool | str | None = None,
     ) -> MemoryContext:
@@ -327,32 +328,32 @@ class MomentaryMemory:
         ``l_max`` bounds the tokens of ``context.text`` (its rendered lines and separators). Turns
         whose role is in ``keep_roles`` (e.g. ``("system",)``) are kept after the most recent turns,
         oldest first, within ``l_max``; ``skip_roles`` are never chosen (the chat policy passes
-        system turns through outside ``l_max``).
-        """
+        system turns through outside ``l_max``), nor the turns ``skip_ids`` names (the current
+        exchange an adapter sends verbatim: the most recent turns kept are those before it)."""
         check_roles(keep_roles=keep_roles, skip_roles=skip_roles)
         t0 = time.perf_counter()
         query = check_query(query)
         warn_if_unreadable(f"the query {query[:40]!r} to session {self.session_id!r}", [query], self.embedders[0].name)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
         decided = decide(cfg, query)
-        cfg = cfg.replace(dates=decided.dates)
+        cfg = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0)
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
             snap, bm25_all = self._log.snapshot(), self._log.bm25
-            n_recent = min(cfg.recent_turns, snap.n) if decided.keep_recent else 0
-            recent = [i for i in snap.chrono[snap.n - n_recent :] if snap.turns[i].role not in skip_roles]
-            pinned = [i for i in snap.chrono[: snap.n - n_recent] if snap.turns[i].role in keep_roles] if keep_roles else []
+            skipped = {p for t in skip_ids if (p := self._log.index.get(t)) is not None and p < snap.n}
+            recent = latest_turns(snap, cfg.recent_turns, skip_roles, skipped)
+            pinned = [i for i in snap.chrono if i < snap.n and i not in skipped and i not in recent and snap.turns[i].role in keep_roles] if keep_roles else []
             cap = cfg.top_k if cfg.top_k is not None else snap.n
-            pool = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
-            scores = bm25_all.get_scores(query)[: snap.n] if snap.n > n_recent and cap > 0 else np.zeros(0)
-        first = set(recent) | set(pinned)
-        searched = snap.n > n_recent and cap > 0
-        bm25, dense = self._signals(query, snap, scores, first, pool, decided.parts) if searched else ({}, {e.name: {} for e in self.embedders})
+            searched = snap.n > len(recent) + len(skipped) and cap > 0
+            scores = bm25_all.get_scores(query)[: snap.n] if searched else np.zeros(0)
+        first, pool = set(recent) | set(pinned), max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
+        bm25, dense = self._signals(query, snap, scores, first | skipped, pool, decided.parts) if searched else ({}, {e.name: {} for e in self.embedders})
         signals = {"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}
         fused = weigh_roles(fuse(signals, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)
         ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
-        sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=self._partner(snap, skip_roles), scores=fused)
+        partner = self._partner(snap, skip_roles, skipped)
+        sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=partner, scores=fused, query=query)
         return MemoryContext(
             query=query,
             turns=sel.turns,
@@ -382,12 +383,14 @@ class MomentaryMemory:
             dense[emb.name] = vector_pool(search, queries, index, snap.n, exclude, pool, min(pool + len(exclude), snap.n))
         return bm25_pool(scores, exclude, pool), dense
 
-    def _partner(self, snap: Snapshot, skip: Sequence[str]) -> Callable[[int], int | None]:
-        """:meth:`Snapshot.partner` under the lock (other writers' turns may land anywhere in time)."""
+    def _partner(self, snap: Snapshot, skip: Sequence[str], skipped: Collection[int]) -> Callable[[int], int | None]:
+        """:meth:`Snapshot.partner` under the lock (other writers' turns may land anywhere in time),
+        None where it is a ``skipped`` turn."""
 
         def partner(i: int) -> int | None:
             with self._lock:
-                return snap.partner(i, skip)
+                j = snap.partner(i, skip)
+            return None if j in skipped else j
 
         return partner
 

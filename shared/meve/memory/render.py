@@ -3,11 +3,13 @@ both framework adapters build from a rebuilt context."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import timezone
 from typing import TYPE_CHECKING
 
 from meve.core.tokens import TokenCounter
+from meve.retrieval.terms import stemmed_tokenize
 
 if TYPE_CHECKING:
     from meve.memory.records import Turn
@@ -51,20 +53,47 @@ def render(turns: Iterable[Turn], *, dates: bool = False) -> str:
     return SEPARATOR.join(lines)
 
 
-def truncate_turn(counter: TokenCounter, text: str, need: int, budget: int) -> tuple[str, int] | None:
+def truncate_turn(counter: TokenCounter, text: str, need: int, budget: int, query: str = "") -> tuple[str, int] | None:
     """``text`` (of ``need`` tokens) cut to fit ``budget`` tokens with a marker saying so, and its
-    tokens; None when not even the marker fits."""
+    tokens; None when not even the marker fits. The part kept is the run of words that holds the
+    most of ``query``'s terms (the first such run); when the query shares no term with the turn
+    ("Continue", "Go on"), its end, where a continuation picks up. A cut start is marked "… "."""
     marker = TRUNCATION_MARKER.format(kept=0, total=need)
     room = budget - counter.count(marker) - 2
     if room < 1:
         return None
-    head = counter.truncate(text, room)
-    kept = counter.count(head)
-    out = head + TRUNCATION_MARKER.format(kept=kept, total=need)
-    used = counter.count(out)
-    while used > budget and head:
-        head = head[: max(0, len(head) - max(1, len(head) // 20))]
-        kept = counter.count(head)
-        out = head + TRUNCATION_MARKER.format(kept=kept, total=need)
-        used = counter.count(out)
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    head = len(counter.truncate(text, room))
+    size = max(1, sum(1 for _, end in words if end <= head))
+    start, tail = _best_start(text, words, size, query)
+    part = text[words[start][0] : words[min(start + size, len(words)) - 1][1]] if words else text
+    lead = "… " if start > 0 else ""
+    out, used = _marked(counter, lead, part, need)
+    while used > budget and part:
+        step = max(1, len(part) // 20)  # a tail gives up its first words, any other part its last
+        part = part[step:] if tail else part[: max(0, len(part) - step)]
+        out, used = _marked(counter, lead, part, need)
     return (out, used) if used <= budget else None
+
+
+def _marked(counter: TokenCounter, lead: str, part: str, need: int) -> tuple[str, int]:
+    out = lead + part + TRUNCATION_MARKER.format(kept=counter.count(part), total=need)
+    return out, counter.count(out)
+
+
+def _best_start(text: str, words: list[tuple[int, int]], size: int, query: str) -> tuple[int, bool]:
+    """The first word of the ``size``-word run holding the most distinct query terms (stemmed,
+    stopwords out; the first such run), or of the last run when no word holds one (then True)."""
+    last = max(0, len(words) - size)
+    wanted = set(stemmed_tokenize(query))
+    hits = [wanted.intersection(stemmed_tokenize(text[a:b])) for a, b in words] if wanted else []
+    if not any(hits):
+        return last, True
+    best, best_n = 0, -1
+    for s in range(0, last + 1, max(1, size // 4)):
+        n = len(set().union(*hits[s : s + size]))
+        if n > best_n:
+            best, best_n = s, n
+            if n == len(wanted):  # no later run can hold more
+                break
+    return best, False

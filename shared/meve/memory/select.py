@@ -21,7 +21,7 @@ from meve.memory.records import Turn, TurnTrace
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
 from meve.retrieval.fusion import rrf, weighted_sum
 
-__all__ = ["Selection", "decide_dates", "fuse", "rank", "select_turns", "sentence_scores", "signal_weights", "turn_traces", "weigh_roles"]
+__all__ = ["Selection", "decide_dates", "fuse", "latest_turns", "rank", "select_turns", "sentence_scores", "signal_weights", "turn_traces", "weigh_roles"]
 
 
 def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> dict[str, float]:
@@ -94,8 +94,8 @@ class Selection:
 class _Fill:
     """The greedy fill: a ledger over rendered lines (a dated line costs its date, counted once per day)."""
 
-    def __init__(self, snap: Snapshot, cfg: MemoryConfig, counter: TokenCounter) -> None:
-        self.snap, self.cfg, self.counter = snap, cfg, counter
+    def __init__(self, snap: Snapshot, cfg: MemoryConfig, counter: TokenCounter, query: str) -> None:
+        self.snap, self.cfg, self.counter, self.query = snap, cfg, counter, query
         self.sep = counter.count(SEPARATOR)
         self.ledger = Ledger(cfg.l_max, self.sep)
         self.sel = Selection()
@@ -123,7 +123,8 @@ class _Fill:
 
 
 def _recent(fill: _Fill, recent: Sequence[int]) -> None:
-    """The most recent turns, newest first; one that does not fit whole is truncated to fit."""
+    """The most recent turns, newest first; one that does not fit whole is cut to its part the
+    query matches (:func:`truncate_turn`), marked."""
     snap, cfg = fill.snap, fill.cfg
     for i in reversed(recent):
         turn, own = snap.turns[i], fill.line(i)
@@ -131,7 +132,7 @@ def _recent(fill: _Fill, recent: Sequence[int]) -> None:
         if fill.take(i, turn, own, "most recent turn (always kept)"):
             continue
         head = fill.counter.count(render_turn(replace(turn, text=""), dates=cfg.dates is True))
-        cut = truncate_turn(fill.counter, turn.text, snap.tokens[i], fill.ledger.left - fill.ledger.cost(head))
+        cut = truncate_turn(fill.counter, turn.text, snap.tokens[i], fill.ledger.left - fill.ledger.cost(head), fill.query)
         if cut is None:
             fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left and too little for a truncated copy")
             continue
@@ -140,6 +141,19 @@ def _recent(fill: _Fill, recent: Sequence[int]) -> None:
         cost = fill.ledger.cost(used + head)
         if not fill.take(i, short, used + head, f"most recent turn, truncated to {cost} of {need} tokens to fit l_max {cfg.l_max}"):
             raise RuntimeError(f"truncated recent turn of {used + head} tokens does not fit {fill.ledger.left} left")  # truncate_turn guarantees the fit
+
+
+def latest_turns(snap: Snapshot, n: int, skip_roles: Collection[str], skipped: Collection[int]) -> list[int]:
+    """The ``n`` most recent positions of ``snap`` (oldest first) whose role is not in
+    ``skip_roles`` and which are not ``skipped`` (the current exchange an adapter sends verbatim:
+    the anchor is the exchange before it)."""
+    out: list[int] = []
+    for i in reversed(snap.chrono):
+        if len(out) == n:
+            break
+        if i < snap.n and i not in skipped and snap.turns[i].role not in skip_roles:
+            out.append(i)
+    return out[::-1]
 
 
 def _pinned(fill: _Fill, pinned: Sequence[int]) -> None:
@@ -214,16 +228,18 @@ def select_turns(
     ranked: Sequence[int],
     partner: Callable[[int], int | None],
     scores: Mapping[int, float] | None = None,
+    query: str = "",
 ) -> Selection:
     """Fill ``cfg.l_max`` by priority (``recent`` newest first, ``pinned``, then ``ranked`` cut to
     ``cfg.top_k``, with partner turns competing by worth: see :func:`_relevant`; ``scores`` are the
     fused scores, by default falling with rank), then drop from the end until the rendered,
     chronological text fits (never a recent turn). Each turn costs its rendered line plus a
-    separator once another line is in. ``cfg.dates`` must be decided for this query (True or
-    False): the caller resolves "auto"."""
+    separator once another line is in; a recent turn too long for the room left is cut to its part
+    ``query`` matches. ``cfg.dates`` must be decided for this query (True or False): the caller
+    resolves "auto"."""
     if not isinstance(cfg.dates, bool):
         raise ValueError(f"select_turns needs dates decided for the query (True or False), got {cfg.dates!r}")
-    fill = _Fill(snap, cfg, counter)
+    fill = _Fill(snap, cfg, counter, query)
     _recent(fill, recent)
     _pinned(fill, pinned)
     cap = cfg.top_k if cfg.top_k is not None else len(ranked)

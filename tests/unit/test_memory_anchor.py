@@ -1,0 +1,84 @@
+"""The recency anchor (issue 64): with ``MemoryConfig()`` the latest exchange is in every rebuilt
+context, whatever the query says, through the core and through the adapters' shared surface;
+a reply longer than the room is cut to the part the query matches (its end for "Continue")."""
+
+from __future__ import annotations
+
+import pytest
+
+from meve import MemoryConfig
+from meve.integration import Message, chat_context
+from tests.unit.test_memory import mem
+
+FOLLOW_UPS = [
+    "Continue",
+    "Summarize your last answer",
+    "Go on",
+    "Translate to French",
+    "Say that again, shorter",
+    "Why?",
+    "Give me an example",
+    "More",
+    "ok",
+    "Rewrite it as a list",
+]
+STORY = "The keeper Ivo lit the lamp at dusk and watched the ships pass the northern reef until morning."
+
+
+def long_chat(m, reply: str = STORY) -> None:
+    topics = ["my sister Ana lives in Lisbon", "I bake sourdough on Sundays", "my bike needs new brakes", "I am learning Rust"]
+    for i in range(24):
+        m.add(f"Tell me something about {topics[i % 4]}, part {i}.", "user")
+        m.add(f"Here is part {i} about {topics[i % 4]}; " + "more words about it " * 6, "assistant")
+    m.add("Write a two-line story about a lighthouse keeper.", "user")
+    m.add(reply, "assistant")
+
+
+@pytest.mark.parametrize("l_max", [64, 256])
+def test_every_follow_up_keeps_the_reply_it_follows_by_default(l_max):
+    m = mem()
+    long_chat(m)
+    for q in FOLLOW_UPS:
+        ctx = m.reconstruct(q, l_max=l_max)
+        assert STORY in ctx.text, (q, l_max, ctx.recent_reason)
+        assert ctx.token_count == m.token_counter.count(ctx.text) <= l_max
+
+
+def test_the_anchor_is_the_exchange_before_the_one_an_adapter_sends_verbatim():
+    # chat_context stores the current message first and sends it verbatim: the anchor is the reply
+    # before it, and no budget goes to the current message itself.
+    for q in FOLLOW_UPS:
+        m = mem()
+        long_chat(m)
+        history = [Message(t.role, t.text, f"id{t.seq}") for t in m.turns()]
+        out = chat_context([*history, Message("user", q, f"now-{q}")], m, l_max=64)
+        assert out[-1] == Message("user", q, f"now-{q}")
+        assert [x.text for x in out[:-1]][-2:] == ["Write a two-line story about a lighthouse keeper.", STORY], q
+        assert sum(x.text == q for x in out) == 1
+
+
+def test_a_reply_longer_than_the_room_is_cut_to_what_the_query_asks_marked():
+    m = mem(l_max=48)
+    reply = (
+        "Photosynthesis starts in the chloroplast. " + "Light reactions split water and make ATP. " * 20 + "Finally the Calvin cycle fixes carbon into sugar."
+    )
+    m.add("Explain photosynthesis.", "user")
+    m.add(reply, "assistant")
+    go_on = m.reconstruct("Continue").turns[-1]
+    assert go_on.text.startswith("… ") and "Calvin cycle fixes carbon into sugar." in go_on.text  # its end, where it goes on
+    assert go_on.metadata["meve_truncated"] is True and "truncated by meve" in go_on.text
+    asked = m.reconstruct("Where does it start, the chloroplast?").turns[-1]
+    assert asked.text.startswith("Photosynthesis starts in the chloroplast.") and "Calvin" not in asked.text
+    calvin = m.reconstruct("What about the Calvin cycle?").turns[-1]
+    assert "Calvin cycle" in calvin.text and "chloroplast" not in calvin.text
+
+
+def test_auto_stays_an_option_and_loses_the_reply_for_follow_ups_its_list_misses():
+    # What 0.2.0's default did: "Go on" reads as no follow-up, so the reply competes by relevance
+    # and loses the budget to turns the query matches no better.
+    m = mem()
+    long_chat(m)
+    contexts = {q: m.reconstruct(q, l_max=64, keep_recent="auto") for q in FOLLOW_UPS}
+    lost = [q for q, ctx in contexts.items() if STORY not in ctx.text]
+    assert lost and all(contexts[q].recent_reason.startswith("the query stands alone") for q in lost)
+    assert MemoryConfig().keep_recent is True and MemoryConfig().recent_turns == 2
