@@ -28,6 +28,10 @@ Read a second time on 2026-11-27, after the seventh memory run (``query_sentence
 RealMem's dev questions, not on these): the shipped arm now includes that decision, which fires on
 almost none of these questions; every figure came out the same.
 
+Read a third time on 2026-11-27 evening, after issue 64 made the latest exchange (the two most recent
+turns) kept for every query by default, a product rule shaped on no data set; one arm was added
+before the read, the default 0.2.0 shipped (``keep_recent="auto"``, one recent turn).
+
     python -m benchmarks.run --full --only memory_heldout
 """
 
@@ -40,7 +44,7 @@ from typing import Any
 from benchmarks.harness.common import RESULTS, embedder
 from benchmarks.harness.conversations import LONGMEMEVAL_HELDOUT, LONGMEMEVAL_SAMPLE, Replay, longmemeval
 from benchmarks.harness.lodo import gain_interval
-from benchmarks.memory_lodo import AT_START, BUDGET, BUDGETS, METRICS, PAPER, baselines, real_memory, score, setting
+from benchmarks.memory_lodo import AT_START, BUDGET, BUDGETS, METRICS, PAPER, RELEASE_020, baselines, real_memory, score, setting
 from meve import get_token_counter
 
 ARMS: dict[str, dict[str, Any]] = {
@@ -48,6 +52,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "shipped_without_role_cue": {"role_cue": False},
     "memory_paper": PAPER,
     "default_before_issue_48": AT_START,
+    "default_0_2_0": RELEASE_020,
 }
 
 

@@ -103,19 +103,27 @@ one more arm beside it that chooses nothing: the LODO choice without dated lines
 which shows what the dates of time questions cost on the all-evidence metric (that metric does not
 ask for them; the answerable one does).
 
+Issue 64's run (2026-11-27 evening) changes what is not tuned: the latest exchange (the two most
+recent turns, ``recent_turns=2``) is kept for every query (``keep_recent=True``), a rule of the
+product ("Continue" must get the reply it follows; a list of follow-up phrasings misses such
+queries), and a recent turn longer than the room left is cut to the part the query matches (its end
+when it matches none) instead of its head. The grid is the 9 settings that keep it (fusion x partner
+turns); ``keep_recent="auto"`` is measured beside as the default 0.2.0 shipped. Nothing else changed,
+and no test figure of this rule was looked at before the run.
+
 Protocol, fixed before the run:
 1. On each dev split, at l_max 256, 512 and 1024: dense-fill, BM25-fill (stemmed or plain, whichever
    is better on that dev split at 512) and hybrid-fill (RRF), each filling the budget in its rank
    order and rendered as the memory renders (``role: text`` lines in time order; each fill also with
    its lines dated for a query about time, as ``dates="auto"`` renders; the best of the six is the
-   baseline), and every setting of GRID (18: fusion x partner turns x keep_recent, dates "auto")
+   baseline), and every setting of GRID (9: fusion x partner turns, the latest exchange kept, dates "auto")
    replayed through meve.memory.select.
 2. For each data set D: the setting with the best worst-case margin over the best fill baseline on
    the other sets' dev splits at all three budgets, reported on D's test split at 256, 512 and 1024
    tokens beside the baselines, with paired bootstrap intervals on both metrics.
 3. The shipped default: the best worst-case margin over every dev split (in-distribution on each).
-4. Beside: the default shipped before this run (replayed with this run's code), the paper's settings
-   (PAPER), the choice with the most recent turn always kept (keep_recent=True), the choice without
+4. Beside: the default 0.2.0 shipped (``keep_recent="auto"``, one recent turn; replayed with this
+   run's code), the paper's settings (PAPER: the most recent turn always kept), the choice without
    dated lines (dates=False: what the dates cost on the all-evidence metric), and the chosen
    setting through the real MomentaryMemory (Chroma, MiniLM) on test at 512, which must match the
    replay.
@@ -143,9 +151,22 @@ from meve.retrieval.chroma import chroma_client
 
 BUDGET = 512
 BUDGETS = (256, 512, 1024)
-# fusion x partner turns x keep_recent, dates "auto": the library's memory tune grid, so what this
-# run chooses among is what `meve tune` offers a user.
-GRID: list[dict[str, Any]] = list(MEMORY_GRID)
+# fusion x partner turns, dates "auto": the library's memory tune grid less its keep_recent="auto"
+# half, so what this run chooses among is what `meve tune` offers a user.
+# Issue 64: the latest exchange is kept for every query by default (a product rule, not a tuned
+# knob), so the default is chosen among the settings that keep it; "auto" is reported beside (the
+# 0.2.0 default), and stays in `meve tune`'s grid.
+GRID: list[dict[str, Any]] = [s for s in MEMORY_GRID if s["keep_recent"] is True]
+# The default 0.2.0 shipped: the most recent turn kept only for a query that reads as a follow-up.
+RELEASE_020 = {
+    "fusion": "weighted",
+    "weights": {"bm25": 0.5, "dense": 0.5},
+    "dates": "auto",
+    "partner_turns": True,
+    "partner_weight": 0.5,
+    "keep_recent": "auto",
+    "recent_turns": 1,
+}
 # The default shipped before this run (the first run of issue 48), replayed with this run's code.
 AT_START = {
     "fusion": "weighted",
@@ -165,6 +186,7 @@ PAPER = {
     "dates": False,
     "partner_turns": False,
     "keep_recent": True,
+    "recent_turns": 1,
     "role_cue": False,
     "query_sentences": False,
 }
@@ -291,9 +313,8 @@ def run(data: Path) -> dict[str, Any]:
             chosen: dict[str, list[float]] = {}
             fills: dict[str, dict[str, list[float]]] = {}
             arms = {"lodo_choice": score(rps, qv, setting(GRID[choice], b), chosen), "default_in_distribution": score(rps, qv, setting(GRID[default_i], b))}
-            arms["default_before_this_run"] = score(rps, qv, setting(AT_START, b))
+            arms["default_before_this_run"] = score(rps, qv, setting(RELEASE_020, b))
             arms["memory_paper"] = score(rps, qv, setting(PAPER, b))
-            arms["choice_without_per_query"] = score(rps, qv, setting({**GRID[choice], "keep_recent": True}, b))
             # A diagnostic, not a candidate: the all-evidence metric does not ask for dates, so this
             # arm shows what the dated lines of time questions cost on it.
             arms["choice_undated"] = score(rps, qv, setting({**GRID[choice], "dates": False}, b))

@@ -39,9 +39,8 @@ ARMS = {
     "lodo_choice_prune_flipped": "LODO choice, sentence pruning switched the other way",
     "meveconfig_at_start": "MeVeConfig() before this run",
     "memoryconfig_at_start": "MemoryConfig() before this run",
-    "default_before_this_run": "the default before this run (the most recent turn always kept, partner turns worth 0.5, dates for time questions)",
+    "default_before_this_run": 'the default 0.2.0 shipped (keep_recent="auto": one recent turn, kept only for a follow-up)',
     "memory_paper": "the Momentary Contexts paper's settings (equal BM25 and vector weights, no dates, no partner turns)",
-    "choice_without_per_query": "the LODO choice with the most recent turn always kept (keep_recent=True)",
     "choice_undated": "the LODO choice without dated lines (dates=False; a diagnostic, chosen nowhere)",
 }
 
@@ -322,6 +321,7 @@ HELDOUT_ARMS = {
     "shipped_without_role_cue": "without the role cue",
     "memory_paper": "the paper's settings",
     "default_before_issue_48": "the default before issue 48",
+    "default_0_2_0": 'the default 0.2.0 shipped (keep_recent="auto")',
 }
 
 
