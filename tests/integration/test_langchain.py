@@ -643,3 +643,32 @@ def test_a_recalled_tool_result_reaches_the_model_as_an_ai_message_and_storing_t
     assert [t.id for t in off.turns()] == ["q"]
     with pytest.raises(ValueError, match="store_tool_results"):
         MomentaryContextMiddleware(off, store_tool_results="yes")
+
+
+def test_continue_in_a_real_agent_gets_the_reply_it_follows(minilm):
+    # Issue 64: "Continue" reads as no follow-up to a list of phrasings; the reply it follows is
+    # longer than l_max, so 0.2.0 neither kept it first nor had room for it whole. Now the latest
+    # exchange is kept first and the reply is cut to its end, where a continuation picks up.
+    import time
+
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from meve.retrieval.chroma import chroma_client
+
+    story = "Chapter one. The keeper Ivo lit the lamp at dusk. " + "Ships passed the northern reef all night. " * 12 + "At dawn a stranger knocked."
+    replies = [AIMessage(content=f"Noted, fact {i}.") for i in range(6)] + [AIMessage(content=story), AIMessage(content="Chapter two ...")]
+    mem = MomentaryMemory("continue", client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(l_max=60))
+    model = FakeToolChatModel(messages=iter(replies))
+    model.seen = []
+    agent = create_agent(model=model, tools=[], middleware=[MomentaryContextMiddleware(mem)], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t"}}
+    for i in range(6):
+        agent.invoke({"messages": [HumanMessage(content=f"Remember fact {i}: my locker number is {100 + i}.")]}, cfg)
+    agent.invoke({"messages": [HumanMessage(content="Write the first chapter of a story about a lighthouse keeper.")]}, cfg)
+    agent.invoke({"messages": [HumanMessage(content="Continue")]}, cfg)
+    last = model.seen[-1]
+    assert last[-1].content == "Continue"
+    recalled = [m for m in last if (m.id or "").startswith("meve-")]
+    assert any(m.content.startswith("… ") and "At dawn a stranger knocked. […truncated by meve:" in m.content for m in recalled)
+    assert sum(mem.token_counter.count(m.content) for m in recalled) <= 60
