@@ -63,16 +63,14 @@ def test_tune_memory_keeps_the_default_when_no_setting_is_clearly_better_on_dev(
 
 
 def test_tune_memory_replaces_the_default_only_when_the_best_is_clearly_better_on_dev():
-    # The latest exchange is long and no question asks about it: the default keeps it first for
-    # every query and has no room left for the evidence; keep_recent="auto" lets it compete.
-    story = " ".join(f"we walked to place{j} and talked" for j in range(10))
-    conv = [*CONV, {"id": "u30", "role": "user", "text": f"My weekend: {story}."}, {"id": "a30", "role": "assistant", "text": f"Lovely: {story}."}]
-    qs = [{"conversation": "c1", "question": f"What is my favourite thing for topic {i}?", "evidence_turn_ids": [f"u{i}"]} for i in range(30)]
-    config, report = tune_memory({"c1": conv}, qs, l_max=48, embedder=FakeEmbedder(), reps=50)
+    # Every question's evidence is the latest turn and every question is long (over six words):
+    # only keep_recent=True keeps it first; the default ("short") lets it compete, and it loses.
+    qs = [{"conversation": "c1", "question": f"Could you summarise question number {i} for me please", "evidence_turn_ids": ["a29"]} for i in range(30)]
+    config, report = tune_memory({"c1": CONV}, qs, l_max=256, embedder=FakeEmbedder(), reps=50)
     diff, (lo, _) = report.extra["dev_over_default"]
     assert not report.extra["kept_default"] and lo > 0 and diff > 0.5
-    assert report.extra["chosen"] == report.extra["dev_best"] and report.extra["chosen"]["keep_recent"] == "auto"
-    assert config == MemoryConfig(l_max=48, **report.extra["chosen"]) and report.gain > report.extra["default_gain"]
+    assert report.extra["chosen"] == report.extra["dev_best"] and report.extra["chosen"]["keep_recent"] is True
+    assert config == MemoryConfig(l_max=256, **report.extra["chosen"]) and report.gain > report.extra["default_gain"]
 
 
 def test_tune_memory_says_so_when_the_dev_best_is_the_default_itself():

@@ -111,10 +111,10 @@ def test_l_max_cut_by_priority_and_recent_truncation_marker():
     m.add("word " * 400, "user")
     small = m.reconstruct("anything", l_max=40, keep_recent=True)
     assert small.token_count == m.token_counter.count(small.text) <= 40
-    assert len(small.turns) == 1 and "truncated by meve" in small.turns[0].text
+    assert len(small.turns) == 1 and small.turns[0].text.endswith(" […]")
     assert small.turns[0].metadata["meve_truncated"] is True
     assert "truncated to" in small.trace[0].reason
-    assert TRUNCATION_MARKER.split("{")[0].strip() in small.turns[0].text
+    assert small.turns[0].text.endswith(TRUNCATION_MARKER)
 
 
 def test_with_keep_recent_auto_the_recent_turn_goes_in_first_only_for_a_follow_up():

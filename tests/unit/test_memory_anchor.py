@@ -1,6 +1,8 @@
-"""The recency anchor (issue 64): with ``MemoryConfig()`` the latest exchange is in every rebuilt
-context, whatever the query says, through the core and through the adapters' shared surface;
-a reply longer than the room is cut to the part the query matches (its end for "Continue")."""
+"""The recency anchor (issue 64): with ``MemoryConfig()`` the latest exchange is in the rebuilt
+context for every short query ("Continue", "Translate to French"), through the core and through the
+adapters' shared surface; with ``keep_recent=True`` for every query, cut to its share for a query of
+its own subject; a reply longer than the room is cut to the part the query matches (its end for
+"Continue")."""
 
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def test_a_reply_longer_than_the_room_is_cut_to_what_the_query_asks_marked():
     m.add(reply, "assistant")
     go_on = m.reconstruct("Continue").turns[-1]
     assert go_on.text.startswith("… ") and "Calvin cycle fixes carbon into sugar." in go_on.text  # its end, where it goes on
-    assert go_on.metadata["meve_truncated"] is True and "truncated by meve" in go_on.text
+    assert go_on.metadata["meve_truncated"] is True and go_on.text.endswith(" […]")
     asked = m.reconstruct("Where does it start, the chloroplast?").turns[-1]
     assert asked.text.startswith("Photosynthesis starts in the chloroplast.") and "Calvin" not in asked.text
     calvin = m.reconstruct("What about the Calvin cycle?").turns[-1]
@@ -81,4 +83,35 @@ def test_auto_stays_an_option_and_loses_the_reply_for_follow_ups_its_list_misses
     contexts = {q: m.reconstruct(q, l_max=64, keep_recent="auto") for q in FOLLOW_UPS}
     lost = [q for q, ctx in contexts.items() if STORY not in ctx.text]
     assert lost and all(contexts[q].recent_reason.startswith("the query stands alone") for q in lost)
-    assert MemoryConfig().keep_recent is True and MemoryConfig().recent_turns == 2
+    assert MemoryConfig().keep_recent == "short" and MemoryConfig().recent_turns == 2
+
+
+def test_the_default_is_what_the_memory_benchmark_records_as_shipped():
+    from benchmarks.memory_lodo import SHIPPED
+
+    assert all(getattr(MemoryConfig(), k) == v for k, v in SHIPPED.items())
+
+
+def test_a_query_of_its_own_subject_gets_the_latest_exchange_cut_to_its_share():
+    # A long last reply the question does not ask about: it stays in, cut to its share of l_max,
+    # and the rest of the budget goes to the turn asked about. A short follow-up gets it whole.
+    reply = "Day one: " + "walk the cliff path and rest at the harbour, " * 12 + "then drive home."
+    m = mem(keep_recent=True, recent_share=0.125, partner_turns=False)
+    long_chat(m, reply=reply)
+    ctx = m.reconstruct("In which city does my sister Ana live these days?", l_max=256)
+    last = next(t for t in ctx.turns if t.seq == len(m) - 1)
+    assert last.metadata["meve_truncated"] is True and m.token_counter.count(last.text) <= 32
+    assert any("Ana lives in Lisbon" in t.text for t in ctx.turns if t.seq < len(m) - 2)
+    assert "each keeps at most 32 tokens of its text (0.125 of l_max 256)" in ctx.recent_reason
+    assert reply in m.reconstruct("Continue", l_max=256).text
+    whole = mem(keep_recent=True, recent_share=1.0, partner_turns=False)
+    long_chat(whole, reply=reply)
+    assert reply in whole.reconstruct("In which city does my sister Ana live these days?", l_max=256).text
+
+
+@pytest.mark.parametrize("share", [0, -0.1, 1.5, "half", True])
+def test_recent_share_is_a_share_of_l_max(share):
+    from meve import ConfigError
+
+    with pytest.raises(ConfigError, match="recent_share"):
+        MemoryConfig(recent_share=share)

@@ -41,3 +41,19 @@ def test_a_standalone_query_lets_the_recent_turn_compete(query: str) -> None:
 def test_keep_recent_true_and_false_ignore_the_query() -> None:
     assert decide_recent(True, "What is TARDIS?") == (True, "keep_recent=True")
     assert decide_recent(False, "why?") == (False, "keep_recent=False")
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ("Continue", True),
+        ("Summarize your last answer", True),
+        ("Translate to French", True),
+        ("Can you turn that into a checklist?", False),
+        ("What did I tell you about my sister's job in Lisbon?", False),
+    ],
+)
+def test_short_keeps_the_latest_exchange_for_a_query_of_at_most_six_words(query, kept):
+    keep, why = decide_recent("short", query)
+    assert keep is kept
+    assert why.startswith("the query is short") if kept else "carries its own subject" in why

@@ -113,8 +113,8 @@ def _add_memory_commands(sub: Any, common: argparse.ArgumentParser) -> None:
             mp.add_argument(
                 "--keep-recent",
                 dest="keep_recent",
-                choices=("auto", "always", "never"),
-                help="keep the latest exchange (the two most recent turns) first: for every query (always, the default), only for a follow-up (auto), or never",
+                choices=("short", "always", "auto", "never"),
+                help="keep the latest exchange first: for a query of at most six words (short, the default), for every query, for a follow-up (auto), or never",
             )
             mp.add_argument("--show", type=checks.integer(0, None, "trace rows to show"), default=30, help="trace rows to show")
             mp.add_argument("--json", action="store_true")

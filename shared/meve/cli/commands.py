@@ -261,7 +261,7 @@ def _show_memory(args: argparse.Namespace, mem: Any, console: Any) -> None:
             console.print(f"[{t.seq}] {t.timestamp.isoformat()} {t.role}: {t.text}")
         console.print(f"{len(mem)} turn(s) in session {args.session!r}")
         return
-    keep = {"auto": "auto", "always": True, "never": False, None: None}[args.keep_recent]
+    keep = {"short": "short", "auto": "auto", "always": True, "never": False, None: None}[args.keep_recent]
     ctx = mem.reconstruct(args.query, l_max=args.l_max, top_k=args.top_k, fusion=args.fusion, keep_recent=keep)
     if args.json:
         sys.stdout.write(json.dumps(ctx.to_dict(), indent=2, default=str) + "\n")

@@ -254,7 +254,7 @@ def time_words(query: str) -> str | None:
 
 
 def _default_weights() -> dict[str, float]:
-    # With dates="auto", the latest exchange always kept and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat,
+    # With dates="auto", keep_recent="short" and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat,
     # MemoryBank, RealMem and LongMemEval by the best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory,
     # leave-one-dataset-out").
     return {"bm25": 0.5, "dense": 0.5}
@@ -311,12 +311,18 @@ class MemoryConfig:
             ``l_max``), so a model can answer "when" questions about recalled turns; "auto" dates
             the lines only for a query that asks about time (:func:`asks_about_time`), so other
             queries spend those tokens on turns.
-        keep_recent: True (default) keeps the ``recent_turns`` most recent turns before anything
-            else, for every query (the paper's anchor; one longer than the room left is cut to its
-            part the query matches, marked); "auto" keeps them only for a query that reads as a
-            follow-up (:func:`meve.memory.decide.follow_up_words`: "why?", "is it cheaper?") and
-            otherwise lets them compete by relevance, which a list of phrasings misses ("Continue");
-            False never forces them in.
+        keep_recent: "short" (default) keeps the ``recent_turns`` most recent turns before anything
+            else for a query of at most six words ("Continue", "Summarize your last answer",
+            "Translate to French": it leans on what was just said), and lets them compete by
+            relevance for a longer one, which carries its own subject; True keeps them for every
+            query (the paper's anchor; see ``recent_share``); "auto" (0.2.0's default) only for a
+            query that reads as a follow-up by a list of phrasings
+            (:func:`meve.memory.decide.follow_up_words`), which misses "Continue"; False never.
+            A kept turn longer than the room left is cut to its part the query matches, marked.
+        recent_share: with ``keep_recent=True``, for a query of more than six words, each kept
+            recent turn keeps at most this share of ``l_max`` of its text, cut to its part the query
+            matches (or its end); a shorter query ("Continue", "Translate to French") gets them
+            whole when they fit. 1.0: whole for every query.
         role_cue: a query in the first person alone ("what do I ...", "my ...") asks about the
             user's own turns, one in the second person alone ("what did you ...") about the
             assistant's: the other roles' fused scores count half for that query
@@ -341,7 +347,8 @@ class MemoryConfig:
     partner_turns: bool = True
     partner_weight: float = 0.5
     dates: bool | Literal["auto"] = "auto"
-    keep_recent: bool | Literal["auto"] = True
+    keep_recent: bool | Literal["auto", "short"] = "short"
+    recent_share: float = 0.0625
     role_cue: bool = True
     query_sentences: bool = True
 
@@ -356,13 +363,14 @@ class MemoryConfig:
         _int("max_turn_chars", self.max_turn_chars, 1)
         _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
         _float("partner_weight", self.partner_weight, 0.0, 1.0)
+        _float("recent_share", self.recent_share, 0.0, 1.0, low_open=True)
         for flag in ("stemming", "partner_turns", "role_cue", "query_sentences"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
         if not isinstance(self.dates, bool) and self.dates != "auto":
             raise ConfigError("dates", self.dates, "True, False or 'auto' (dated lines only for a query about time)")
-        if not isinstance(self.keep_recent, bool) and self.keep_recent != "auto":
-            raise ConfigError("keep_recent", self.keep_recent, "True, False or 'auto' (the most recent turns kept first only for a follow-up)")
+        if not isinstance(self.keep_recent, bool) and self.keep_recent not in ("auto", "short"):
+            raise ConfigError("keep_recent", self.keep_recent, "True, False, 'short' (only for a query of at most six words) or 'auto' (only for a follow-up)")
 
     def replace(self, **overrides: Any) -> MemoryConfig:
         """A validated copy with the given fields changed; ``None`` values are ignored."""

@@ -48,11 +48,11 @@ _PARTNERS: tuple[dict[str, Any], ...] = (
     {"partner_turns": True, "partner_weight": 1.0},
 )
 #: The knobs of a memory tune, the memory benchmark's grid (``benchmarks/memory_lodo.py``): fusion
-#: and its weights, partner turns, and whether the most recent turn is kept for every query or only
-#: for a follow-up; dates "auto" throughout (18 settings).
+#: and its weights, partner turns, and whether the latest exchange is kept for every query or only
+#: for a query of at most six words; dates "auto" throughout (18 settings).
 MEMORY_GRID: list[dict[str, Any]] = [
     {"fusion": f, "weights": {"bm25": w, "dense": round(1 - w, 2)}, "dates": "auto", "keep_recent": kr, **p}
-    for (f, w), p, kr in itertools.product((("weighted", 0.5), ("weighted", 0.8), ("rrf", 0.5)), _PARTNERS, (True, "auto"))
+    for (f, w), p, kr in itertools.product((("weighted", 0.5), ("weighted", 0.8), ("rrf", 0.5)), _PARTNERS, (True, "short"))
 ]
 
 

@@ -78,7 +78,16 @@ class Replay:
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)
         sel = select_turns(
-            self.snap, cfg, self.counter, recent=recent, pinned=[], ranked=rank(fused, self.snap.keys), partner=self.partner, scores=fused, query=query
+            self.snap,
+            cfg,
+            self.counter,
+            recent=recent,
+            pinned=[],
+            ranked=rank(fused, self.snap.keys),
+            partner=self.partner,
+            scores=fused,
+            query=query,
+            recent_cap=decided.recent_cap,
         )
         return sel, render(sel.turns, dates=bool(cfg.dates))
 

@@ -18,6 +18,7 @@ __all__ = [
     "decide_dates",
     "decide_parts",
     "decide_recent",
+    "decide_recent_cap",
     "decide_role",
     "follow_up_words",
 ]
@@ -43,14 +44,32 @@ def follow_up_words(query: str) -> str | None:
 
 
 def decide_recent(keep: bool | str, query: str) -> tuple[bool, str]:
-    """Whether the most recent turns are kept before anything else, and why: ``"auto"`` keeps them
-    for a follow-up (:func:`follow_up_words`); otherwise they compete by relevance like any turn."""
+    """Whether the most recent turns are kept before anything else, and why: ``"short"`` keeps them
+    for a query of at most 6 words ("Continue", "Translate to French"), ``"auto"`` for a follow-up
+    (:func:`follow_up_words`); otherwise they compete by relevance like any turn."""
     if keep is True or keep is False:
         return keep, f"keep_recent={keep}"
+    if keep == "short":
+        n = len(query.split())
+        if n <= _FOLLOW_UP_WORDS:
+            return True, f"the query is short ({n} words, at most {_FOLLOW_UP_WORDS}): it leans on what was just said"
+        return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject: the most recent turns compete by relevance"
     words = follow_up_words(query)
     if words:
         return True, f"the query reads as a follow-up ({words!r})"
     return False, "the query stands alone: the most recent turns compete by relevance"
+
+
+def decide_recent_cap(share: float, l_max: int, query: str) -> tuple[int | None, str]:
+    """The most tokens of its text each kept recent turn may keep, and why: all the room left for a query of
+    at most 6 words ("Continue", "Translate to French": it leans on what was just said), else
+    ``share`` x ``l_max`` (a longer query carries its own subject; the turn is cut to its part the
+    query matches, or its end, so it stays in without taking the budget of the turns asked about)."""
+    words = len(query.split())
+    if share >= 1.0 or words <= _FOLLOW_UP_WORDS:
+        return None, ""
+    cap = max(1, int(share * l_max))
+    return cap, f"; the query has {words} words (over {_FOLLOW_UP_WORDS}): each keeps at most {cap} tokens of its text ({share:g} of l_max {l_max})"
 
 
 def decide_dates(dates: bool | str, query: str) -> tuple[bool, str]:
@@ -121,6 +140,7 @@ class Decisions:
     dates_reason: str
     keep_recent: bool
     recent_reason: str
+    recent_cap: int | None
     role: str | None
     role_reason: str
     parts: tuple[str, ...]
@@ -132,11 +152,13 @@ def decide(cfg: MemoryConfig, query: str) -> Decisions:
     cue, the query's sentences), so the memory and its replay decide alike."""
     (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query)
     (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
+    cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query) if keep else (None, "")
     return Decisions(
         dates=dates,
         dates_reason=dates_reason,
         keep_recent=keep,
-        recent_reason=recent_reason,
+        recent_reason=recent_reason + cap_reason,
+        recent_cap=cap,
         role=role,
         role_reason=role_reason,
         parts=parts,

@@ -331,8 +331,7 @@ class MomentaryMemory:
         system turns through outside ``l_max``), nor the turns ``skip_ids`` names (the current
         exchange an adapter sends verbatim: the most recent turns kept are those before it)."""
         check_roles(keep_roles=keep_roles, skip_roles=skip_roles)
-        t0 = time.perf_counter()
-        query = check_query(query)
+        t0, query = time.perf_counter(), check_query(query)
         warn_if_unreadable(f"the query {query[:40]!r} to session {self.session_id!r}", [query], self.embedders[0].name)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
         decided = decide(cfg, query)
@@ -349,11 +348,12 @@ class MomentaryMemory:
             scores = bm25_all.get_scores(query)[: snap.n] if searched else np.zeros(0)
         first, pool = set(recent) | set(pinned), max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
         bm25, dense = self._signals(query, snap, scores, first | skipped, pool, decided.parts) if searched else ({}, {e.name: {} for e in self.embedders})
-        signals = {"bm25": bm25, **{f"dense:{name}": s for name, s in dense.items()}}
-        fused = weigh_roles(fuse(signals, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)
+        fused = weigh_roles(fuse({"bm25": bm25, **{f"dense:{n}": v for n, v in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)
         ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
-        partner = self._partner(snap, skip_roles, skipped)
-        sel = select_turns(snap, cfg, self.token_counter, recent=recent, pinned=pinned, ranked=ranked, partner=partner, scores=fused, query=query)
+        partner, counter = self._partner(snap, skip_roles, skipped), self.token_counter
+        sel = select_turns(
+            snap, cfg, counter, recent=recent, pinned=pinned, ranked=ranked, partner=partner, scores=fused, query=query, recent_cap=decided.recent_cap
+        )
         return MemoryContext(
             query=query,
             turns=sel.turns,
@@ -384,8 +384,7 @@ class MomentaryMemory:
         return bm25_pool(scores, exclude, pool), dense
 
     def _partner(self, snap: Snapshot, skip: Sequence[str], skipped: Collection[int]) -> Callable[[int], int | None]:
-        """:meth:`Snapshot.partner` under the lock (other writers' turns may land anywhere in time),
-        None where it is a ``skipped`` turn."""
+        """:meth:`Snapshot.partner` under the lock (other writers' turns land anywhere in time); None if ``skipped``."""
 
         def partner(i: int) -> int | None:
             with self._lock:

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["SEPARATOR", "TRUNCATION_MARKER", "content", "date_prefix", "render", "render_turn", "truncate_turn"]
 
 SEPARATOR = "\n"
-TRUNCATION_MARKER = " […truncated by meve: {kept} of {total} tokens kept]"
+# Short, so a cut turn keeps its words: how much was kept is in the trace and ``meve_truncated``.
+TRUNCATION_MARKER = " […]"
 
 
 def date_prefix(turn: Turn) -> str:
@@ -58,8 +59,7 @@ def truncate_turn(counter: TokenCounter, text: str, need: int, budget: int, quer
     tokens; None when not even the marker fits. The part kept is the run of words that holds the
     most of ``query``'s terms (the first such run); when the query shares no term with the turn
     ("Continue", "Go on"), its end, where a continuation picks up. A cut start is marked "… "."""
-    marker = TRUNCATION_MARKER.format(kept=0, total=need)
-    room = budget - counter.count(marker) - 2
+    room = budget - counter.count(TRUNCATION_MARKER) - 2
     if room < 1:
         return None
     words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
@@ -68,16 +68,16 @@ def truncate_turn(counter: TokenCounter, text: str, need: int, budget: int, quer
     start, tail = _best_start(text, words, size, query)
     part = text[words[start][0] : words[min(start + size, len(words)) - 1][1]] if words else text
     lead = "… " if start > 0 else ""
-    out, used = _marked(counter, lead, part, need)
+    out, used = _marked(counter, lead, part)
     while used > budget and part:
         step = max(1, len(part) // 20)  # a tail gives up its first words, any other part its last
         part = part[step:] if tail else part[: max(0, len(part) - step)]
-        out, used = _marked(counter, lead, part, need)
+        out, used = _marked(counter, lead, part)
     return (out, used) if used <= budget else None
 
 
-def _marked(counter: TokenCounter, lead: str, part: str, need: int) -> tuple[str, int]:
-    out = lead + part + TRUNCATION_MARKER.format(kept=counter.count(part), total=need)
+def _marked(counter: TokenCounter, lead: str, part: str) -> tuple[str, int]:
+    out = lead + part + TRUNCATION_MARKER
     return out, counter.count(out)
 
 
@@ -90,7 +90,7 @@ def _best_start(text: str, words: list[tuple[int, int]], size: int, query: str) 
     if not any(hits):
         return last, True
     best, best_n = 0, -1
-    for s in range(0, last + 1, max(1, size // 4)):
+    for s in [*range(0, last, max(1, size // 4)), last]:  # the last run too, so the end is never out of reach
         n = len(set().union(*hits[s : s + size]))
         if n > best_n:
             best, best_n = s, n

@@ -122,24 +122,27 @@ class _Fill:
         self.sel.reasons[i] = (False, reason, 0)
 
 
-def _recent(fill: _Fill, recent: Sequence[int]) -> None:
-    """The most recent turns, newest first; one that does not fit whole is cut to its part the
-    query matches (:func:`truncate_turn`), marked."""
+def _recent(fill: _Fill, recent: Sequence[int], cap: int | None) -> None:
+    """The most recent turns, newest first; one that does not fit whole, or whose text is over
+    ``cap`` tokens (a query of its own subject), is cut to its part the query matches
+    (:func:`truncate_turn`), marked; its line's head (role, date) is not counted in ``cap``."""
     snap, cfg = fill.snap, fill.cfg
     for i in reversed(recent):
         turn, own = snap.turns[i], fill.line(i)
-        need = fill.ledger.cost(own)
-        if fill.take(i, turn, own, "most recent turn (always kept)"):
-            continue
         head = fill.counter.count(render_turn(replace(turn, text=""), dates=cfg.dates is True))
-        cut = truncate_turn(fill.counter, turn.text, snap.tokens[i], fill.ledger.left - fill.ledger.cost(head), fill.query)
+        need = fill.ledger.cost(own)
+        if (cap is None or own - head <= cap) and fill.take(i, turn, own, "most recent turn (always kept)"):
+            continue
+        room = fill.ledger.left if cap is None else min(fill.ledger.left, fill.ledger.cost(cap + head))
+        cut = truncate_turn(fill.counter, turn.text, snap.tokens[i], room - fill.ledger.cost(head), fill.query)
         if cut is None:
-            fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left and too little for a truncated copy")
+            fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left, too little for a cut copy")
             continue
         text, used = cut
         short = replace(turn, text=text, metadata={**turn.metadata, "meve_truncated": True})
         cost = fill.ledger.cost(used + head)
-        if not fill.take(i, short, used + head, f"most recent turn, truncated to {cost} of {need} tokens to fit l_max {cfg.l_max}"):
+        why = f"l_max {cfg.l_max}" if room == fill.ledger.left else f"its share of l_max ({cap} tokens of text)"
+        if not fill.take(i, short, used + head, f"most recent turn, truncated to {cost} of {need} tokens to fit {why}"):
             raise RuntimeError(f"truncated recent turn of {used + head} tokens does not fit {fill.ledger.left} left")  # truncate_turn guarantees the fit
 
 
@@ -229,18 +232,19 @@ def select_turns(
     partner: Callable[[int], int | None],
     scores: Mapping[int, float] | None = None,
     query: str = "",
+    recent_cap: int | None = None,
 ) -> Selection:
     """Fill ``cfg.l_max`` by priority (``recent`` newest first, ``pinned``, then ``ranked`` cut to
     ``cfg.top_k``, with partner turns competing by worth: see :func:`_relevant`; ``scores`` are the
     fused scores, by default falling with rank), then drop from the end until the rendered,
     chronological text fits (never a recent turn). Each turn costs its rendered line plus a
     separator once another line is in; a recent turn too long for the room left is cut to its part
-    ``query`` matches. ``cfg.dates`` must be decided for this query (True or False): the caller
+    ``query`` matches, as is one over ``recent_cap`` tokens. ``cfg.dates`` must be decided for this query (True or False): the caller
     resolves "auto"."""
     if not isinstance(cfg.dates, bool):
         raise ValueError(f"select_turns needs dates decided for the query (True or False), got {cfg.dates!r}")
     fill = _Fill(snap, cfg, counter, query)
-    _recent(fill, recent)
+    _recent(fill, recent, recent_cap)
     _pinned(fill, pinned)
     cap = cfg.top_k if cfg.top_k is not None else len(ranked)
     if scores is None:  # a plain ranking: worth falls with rank (1, 1/2, 1/3, ...)
