@@ -39,6 +39,7 @@ ARMS = {
     "lodo_choice_prune_flipped": "LODO choice, sentence pruning switched the other way",
     "meveconfig_at_start": "MeVeConfig() before this run",
     "memoryconfig_at_start": "MemoryConfig() before this run",
+    "shipped": "MemoryConfig() as shipped (not the pick: see above; in-distribution)",
     "default_before_this_run": 'the default 0.2.0 shipped (keep_recent="auto": one recent turn, kept only for a follow-up)',
     "memory_paper": "the Momentary Contexts paper's settings (equal BM25 and vector weights, no dates, no partner turns)",
     "choice_undated": "the LODO choice without dated lines (dates=False; a diagnostic, chosen nowhere)",
