@@ -15,7 +15,7 @@ from meve.memory.decide import decide
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import Selection, fuse, rank, select_turns, sentence_scores, signal_weights, weigh_roles
+from meve.memory.select import Selection, fuse, latest_turns, rank, select_turns, sentence_scores, signal_weights, weigh_roles
 from meve.memory.signals import bm25_pool
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
@@ -72,8 +72,7 @@ class Replay:
         context rendered as the memory renders it."""
         decided = decide(cfg, query)
         cfg = cfg.replace(dates=decided.dates)
-        n = self.snap.n
-        recent = list(range(n - min(cfg.recent_turns, n), n)) if decided.keep_recent else []
+        recent = latest_turns(self.snap, cfg.recent_turns if decided.keep_recent else 0, (), ())
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)

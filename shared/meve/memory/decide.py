@@ -21,6 +21,7 @@ __all__ = [
     "decide_recent_cap",
     "decide_role",
     "follow_up_words",
+    "short_query",
 ]
 
 # A query that leans on the turn before it: a pronoun or demonstrative standing for something said
@@ -33,11 +34,19 @@ _FOLLOW_UP = re.compile(
 _FOLLOW_UP_WORDS = 6
 
 
+def short_query(query: str) -> tuple[bool, int]:
+    """Whether ``query`` is short (at most 6 words: it leans on what was just said, "Continue",
+    "Translate to French"), and its word count. The one rule behind ``keep_recent="short"``,
+    the anchor's cap and :func:`follow_up_words`."""
+    n = len(query.split())
+    return n <= _FOLLOW_UP_WORDS, n
+
+
 def follow_up_words(query: str) -> str | None:
     """The words that make ``query`` read as a follow-up to the turn before it (what the trace
     cites), or None: a query of at most 6 words that opens by continuing ("and ...", "why ...",
     "what about ...") or refers back with a pronoun or demonstrative ("it", "that", "she", ...)."""
-    if len(query.split()) > _FOLLOW_UP_WORDS:
+    if not short_query(query)[0]:
         return None
     found = _FOLLOW_UP.search(query)
     return found.group(0).strip() if found else None
@@ -50,8 +59,8 @@ def decide_recent(keep: bool | str, query: str) -> tuple[bool, str]:
     if keep is True or keep is False:
         return keep, f"keep_recent={keep}"
     if keep == "short":
-        n = len(query.split())
-        if n <= _FOLLOW_UP_WORDS:
+        short, n = short_query(query)
+        if short:
             return True, f"the query is short ({n} words, at most {_FOLLOW_UP_WORDS}): it leans on what was just said"
         return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject: the most recent turns compete by relevance"
     words = follow_up_words(query)
@@ -65,8 +74,8 @@ def decide_recent_cap(share: float, l_max: int, query: str) -> tuple[int | None,
     at most 6 words ("Continue", "Translate to French": it leans on what was just said), else
     ``share`` x ``l_max`` (a longer query carries its own subject; the turn is cut to its part the
     query matches, or its end, so it stays in without taking the budget of the turns asked about)."""
-    words = len(query.split())
-    if share >= 1.0 or words <= _FOLLOW_UP_WORDS:
+    short, words = short_query(query)
+    if share >= 1.0 or short:
         return None, ""
     cap = max(1, int(share * l_max))
     return cap, f"; the query has {words} words (over {_FOLLOW_UP_WORDS}): each keeps at most {cap} tokens of its text ({share:g} of l_max {l_max})"

@@ -54,8 +54,8 @@ def render(turns: Iterable[Turn], *, dates: bool = False) -> str:
     return SEPARATOR.join(lines)
 
 
-def truncate_turn(counter: TokenCounter, text: str, need: int, budget: int, query: str = "") -> tuple[str, int] | None:
-    """``text`` (of ``need`` tokens) cut to fit ``budget`` tokens with a marker saying so, and its
+def truncate_turn(counter: TokenCounter, text: str, budget: int, query: str = "") -> tuple[str, int] | None:
+    """``text`` cut to fit ``budget`` tokens with a marker saying so, and its
     tokens; None when not even the marker fits. The part kept is the run of words that holds the
     most of ``query``'s terms (the first such run); when the query shares no term with the turn
     ("Continue", "Go on"), its end, where a continuation picks up. A cut start is marked "… "."""

@@ -134,7 +134,7 @@ def _recent(fill: _Fill, recent: Sequence[int], cap: int | None) -> None:
         if (cap is None or own - head <= cap) and fill.take(i, turn, own, "most recent turn (always kept)"):
             continue
         room = fill.ledger.left if cap is None else min(fill.ledger.left, fill.ledger.cost(cap + head))
-        cut = truncate_turn(fill.counter, turn.text, snap.tokens[i], room - fill.ledger.cost(head), fill.query)
+        cut = truncate_turn(fill.counter, turn.text, room - fill.ledger.cost(head), fill.query)
         if cut is None:
             fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left, too little for a cut copy")
             continue
