@@ -157,7 +157,7 @@ class Encoded:
         todo = [t for t in dict.fromkeys(texts) if t not in self.vec]
         for start in range(0, len(todo), 256):
             chunk = todo[start : start + 256]
-            vecs, tokens = self.li._forward(chunk)
+            vecs, tokens, _ = self.li._forward(chunk)
             for text, vec, tok in zip(chunk, vecs, tokens, strict=True):
                 self.vec[text] = vec
                 self.li.cache.put(text_key(text), tok)

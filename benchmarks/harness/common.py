@@ -43,6 +43,9 @@ class DiskCachedEmbedder:
         self._rows: list[np.ndarray] = []
         self._dirty = False
         self.computed = 0
+        self._windows_path = CACHE / f"windows-{tag}.npz"
+        self._windows: dict[str, np.ndarray] | None = None  # read on first use
+        self._windows_dirty = False
         # The file, then any side files ``emb-<tag>+<what>.npz``: vectors of the same model computed
         # elsewhere (a GPU; DATA.md says which and how they were checked against this CPU's). The next
         # save() folds them into the file.
@@ -71,6 +74,25 @@ class DiskCachedEmbedder:
         with self._lock:
             return np.stack([self._rows[self._index[k]] for k in keys]) if keys else np.zeros((0, self.dimension), np.float32)
 
+    def encode_windows(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's later windows' vectors (meve.scoring.token_pass.Pass), as the inner
+        embedder makes them, cached on disk in ``windows-<tag>.npz`` (rows, and each text's first
+        row and count)."""
+        if self._windows is None:
+            self._windows = {}
+            if self._windows_path.exists():
+                data = np.load(self._windows_path)
+                rows = np.asarray(data["rows"], dtype=np.float32)
+                for key, start, n in zip(data["keys"].tolist(), data["starts"].tolist(), data["counts"].tolist(), strict=True):
+                    self._windows[key] = rows[start : start + n]
+        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+        missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts, strict=True) if k not in self._windows))
+        if missing:
+            for (key, _), w in zip(missing, self.inner.encode_windows([t for _, t in missing]), strict=True):
+                self._windows[key] = np.asarray(w, dtype=np.float32)
+            self._windows_dirty = True
+        return [self._windows[k] for k in keys]
+
     def put(self, texts: Sequence[str], vecs: np.ndarray) -> None:
         """Vectors of ``texts`` computed elsewhere by the same model (a forward pass that also gave token vectors)."""
         self._insert([hashlib.sha1(t.encode()).hexdigest() for t in texts], vecs)
@@ -84,6 +106,14 @@ class DiskCachedEmbedder:
                     self._dirty = True
 
     def save(self) -> None:
+        if self._windows is not None and self._windows_dirty:
+            names = list(self._windows)
+            counts = np.array([len(self._windows[k]) for k in names], dtype=np.int64)
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+            rows = np.concatenate([self._windows[k] for k in names]) if counts.sum() else np.zeros((0, self.dimension), np.float32)
+            CACHE.mkdir(parents=True, exist_ok=True)
+            write_atomically(self._windows_path, lambda fh: np.savez(fh, keys=np.array(names), starts=starts, counts=counts, rows=rows))
+            self._windows_dirty = False
         with self._lock:
             if not self._dirty:
                 return

@@ -45,7 +45,13 @@ def test_the_newest_release_names_the_formats_this_code_writes_and_a_format_chan
 def test_the_upgrade_note_covers_every_format():
     note = (ROOT / "docs" / "upgrade.md").read_text(encoding="utf-8")
     rows = {line.split("|")[1].strip(): line for line in note.splitlines() if line.startswith("| ") and line.count("|") >= 5}
-    described = {"token_store": "token vectors", "bm25_snapshot": "BM25 snapshot", "memory_session": "chat session", "config_file": "config"}
+    described = {
+        "token_store": "token vectors",
+        "bm25_snapshot": "BM25 snapshot",
+        "memory_session": "chat session",
+        "config_file": "config",
+        "passage_windows": "window vectors",
+    }
     assert set(described) == set(FORMATS)  # a new persisted format needs a row here and in the note
     for kind, words in described.items():
         row = next((line for name, line in rows.items() if words in name), None)

@@ -8,7 +8,7 @@ import pytest
 
 from meve.scoring import token_pass
 from meve.scoring.token_pass import forward, framing
-from meve.scoring.windows import text_pieces
+from meve.scoring.windows import overlap_for, plan, text_pieces
 
 TEXTS = [
     "The Normans gave their name to Normandy, a region in France.",
@@ -41,9 +41,11 @@ def test_the_framing_is_read_from_the_models_own_preprocessing(model):
 
 
 def test_one_tokenization_gives_the_vectors_the_models_preprocessing_gives(model, monkeypatch):
-    vecs, tokens = forward(model, TEXTS, max_items=64, max_tokens=1024)
-    own_vecs, own_tokens = _own_preprocessing(model, monkeypatch)
+    vecs, tokens, windows = forward(model, TEXTS, max_items=64, max_tokens=1024)
+    own_vecs, own_tokens, own_windows = _own_preprocessing(model, monkeypatch)
     np.testing.assert_allclose(vecs, own_vecs, atol=1e-5)
+    for w, o in zip(windows, own_windows, strict=True):
+        np.testing.assert_allclose(w, o, atol=1e-5)
     assert [len(t) for t in tokens] == [len(t) for t in own_tokens]
     for t, o in zip(tokens, own_tokens, strict=True):
         np.testing.assert_allclose(t, o, atol=1e-5)
@@ -61,6 +63,22 @@ def test_batching_does_not_change_a_texts_vectors(model):
     np.testing.assert_allclose(one[0], many[0], atol=1e-5)
     for a, b in zip(one[1], many[1], strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
+    for a, b in zip(one.windows, many.windows, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_a_long_texts_later_windows_are_the_vectors_of_their_own_text(model):
+    # What finds a long passage by its later text: each window after the first, as the embedder
+    # would encode that window's text on its own; a text that fits one window has none.
+    out = forward(model, TEXTS, max_items=64, max_tokens=1024)
+    text = TEXTS[-1].strip()
+    (p,) = text_pieces(model.tokenizer, [text])
+    size = model.max_seq_length - 2
+    spans = plan(p.starts, size, overlap_for(size))
+    assert len(spans) > 1 and out.windows[-1].shape == (len(spans) - 1, out.vecs.shape[1])
+    alone = model.encode([text[slice(*p.span(*sp))] for sp in spans[1:]], normalize_embeddings=True)
+    np.testing.assert_allclose(out.windows[-1], alone, atol=1e-4)
+    assert all(len(w) == 0 for w in out.windows[:-1])
 
 
 def test_a_model_whose_features_hold_more_than_ids_keeps_its_own_preprocessing(model, monkeypatch):

@@ -96,6 +96,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             show_progress=sys.stderr.isatty(),
         )
     collection = chroma_call("open the collection", client.get_collection, args.collection)
+    windows = _add_windows(collection, existing, args.precision)
     moved = sorted(todo.moved.items())
     for start in range(0, len(moved), 1000):  # Chroma merges the new source into each row's metadata
         page = moved[start : start + 1000]
@@ -106,12 +107,24 @@ def cmd_index(args: argparse.Namespace) -> int:
     total = chroma_call("count the collection", collection.count)
     note = (f", {kept} unchanged" if kept else "") + (f", replacing {len(delete)} old chunk(s)" if delete else "")
     note += "".join(f"; {b} was indexed as {a}: its chunks now name the new path" for a, b in sorted(todo.moved_from.items()))
+    note += f"; made {windows} window vector(s) for the passages a meve before 0.4.0 indexed" if windows is not None else ""
     # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
     _console().print(
         f"indexed {len(add)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})",
         soft_wrap=True,
     )
     return 0
+
+
+def _add_windows(collection: Any, existing: Any, precision: str | None) -> int | None:
+    """An index built before meve kept windows (:mod:`meve.retrieval.passage_windows`) gets them
+    when its files are indexed again: how many were made, None where it had them already."""
+    from meve.pipeline.meve import MeVe
+    from meve.retrieval.passage_windows import PassageWindows
+
+    if existing is None or PassageWindows.open(collection, create=False) is not None:
+        return None
+    return MeVe.from_chroma(collection, embedder=_embedder(existing, precision)).add_windows(show_progress=sys.stderr.isatty())
 
 
 def _embedder(collection: Any, precision: str | None = None) -> Any:

@@ -27,6 +27,9 @@ FORMATS: Mapping[str, int] = MappingProxyType(
         # 2: id-less chat messages keyed by content and occurrence, every turn with ts and okey;
         # 1 (no marker): keyed by position in the thread.
         "memory_session": 2,
+        # 1: a long passage's later windows, one vector each, in "<collection>.windows" (0.4.0);
+        # a collection built before has none (it opens with a warning; MeVe.add_windows makes them).
+        "passage_windows": 1,
         # 1: MeVeConfig's fields as JSON (files written before 0.2.0 carry no marker and are the same).
         "config_file": 1,
     }

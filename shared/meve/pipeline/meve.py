@@ -12,21 +12,21 @@ from typing import Any
 import numpy as np
 
 from meve.core.errors import InputError, StoreError
-from meve.core.heap import trim
 from meve.core.languages import warn_if_unreadable
 from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts, check_vector
-from meve.core.tokens import TokenCounter, count_many, get_token_counter, stamp, stamp_key
+from meve.core.tokens import TokenCounter, get_token_counter
 from meve.mindref.documents import documents_from
 from meve.mindref.hierarchy import Hierarchy
 from meve.pipeline.calibrate import CorpusCalibration, calibrate
 from meve.pipeline.config_file import ConfigLike, as_config
+from meve.pipeline.ingest import add_windows, ingest, open_windows
 from meve.pipeline.persist import Snapshots, check_index_dir, index_dir_for, open_lexical
 from meve.pipeline.retrieve import Retriever
 from meve.pipeline.runner import PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
 from meve.retrieval.chroma import check_collection_name, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.retrieval.lexical import Lexical, LexicalIndex
-from meve.retrieval.store import ChromaStore, Ingestion, PassageStore, log_unfinished, refuse_changed, stored_texts
+from meve.retrieval.store import ChromaStore, PassageStore, log_unfinished
 from meve.scoring.embedders import default_embedder, embedder_dimension
 from meve.scoring.protocols import Embedder, Scorer, Scoring, SharedPass
 from meve.scoring.resolve import Models, ScorerSpec, warm_up_scorer
@@ -143,13 +143,14 @@ class MeVe(Retriever):
         collection = chroma_call(f"open collection {name!r}", client.get_or_create_collection, name, metadata=metadata, embedding_function=None)
         check_embedder(collection, embedder)
         store = ChromaStore(collection, dimension=dim)
+        open_windows(store, create=True)
         where = index_dir_for(collection, asked_dir)
         lexical, snapshots = open_lexical(store, where, bm25_backend)
         # A collection made in its own in-memory client under a name nobody was told: nothing else writes to it.
         meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter, follow_replicas=not owned)
         meve._persist(where, snapshots)
         if owned:
-            meve._owned_collections = [(client, collection.name)]
+            meve._owned_collections = [(client, collection.name), *([(client, store.windows.name)] if store.windows is not None else [])]
         meve._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return meve
 
@@ -177,6 +178,7 @@ class MeVe(Retriever):
         check_embedder(collection, embedder)
         store = ChromaStore(collection, dimension=embedder_dimension(embedder))
         log_unfinished(collection.name, store.metadata())
+        open_windows(store, create=False)
         where = index_dir_for(collection, asked_dir)
         lexical, snapshots = open_lexical(store, where, bm25_backend)
         meve = cls(store=store, lexical=lexical, config=config, embedder=embedder, scorer=scorer, token_counter=token_counter)
@@ -264,48 +266,15 @@ class MeVe(Retriever):
             self._ingest(texts, ids_, metas, show_progress=show_progress, batch_size=batch_size)
         return ids_
 
-    def _retried(self, texts: list[str], ids: list[str]) -> set[str]:
-        """The ids the store already holds with these texts (a retry: nothing to embed); refuses
-        ids it holds with another text before anything is embedded. BM25 learns the stored ones
-        (a crash can come after Chroma stored a batch and before BM25 saw it)."""
-        assert self.store is not None
-        stored = stored_texts(self.store, ids)
-        refuse_changed(getattr(getattr(self.store, "collection", None), "name", "the store"), ids, texts, stored)
-        self.lexical.add(list(stored), list(stored.values()))
-        return set(stored)
+    def add_windows(self, *, show_progress: bool = False, batch_size: int = 256) -> int:
+        """Make the window vectors of every stored passage that has none, so a passage longer than
+        the embedder's window is found by all its text (:mod:`meve.retrieval.passage_windows`): for
+        a collection built by a meve before 0.4.0, which opens with a warning saying so. Returns how
+        many windows were written; a passage that fits one window has none."""
+        return add_windows(self, show_progress=show_progress, batch_size=batch_size)
 
     def _ingest(self, texts: list[str], ids: list[str], metas: list[dict[str, Any] | None], *, show_progress: bool, batch_size: int) -> None:
-        from tqdm.auto import tqdm
-
-        assert self.store is not None, "ingestion needs a passage store"
-        ingestion = Ingestion(ids)
-        warn_if_unreadable(f"the {len(texts)} passage(s) being indexed", texts, self.embedder.name)
-        done = self._retried(texts, ids)
-        rows = [i for i, pid in enumerate(ids) if pid not in done]
-        texts, ids, metas = [texts[i] for i in rows], [ids[i] for i in rows], [metas[i] for i in rows]
-        bar = tqdm(total=len(texts), desc="meve: embedding", unit="passage", disable=not show_progress)
-        self._record(ingestion, writing=True)  # ended only when every batch is stored: a crash leaves the mark
-        try:
-            key = stamp_key(self.token_counter)
-            for start in range(0, len(texts), batch_size):
-                sl = slice(start, start + batch_size)
-                vecs = self._index_vectors(texts[sl])
-                batch = metas[sl]
-                if key is not None:
-                    counts = count_many(self.token_counter, texts[sl])
-                    batch = [{**(m or {}), key: stamp(t, n)} for m, t, n in zip(batch, texts[sl], counts, strict=True)]
-                self.store.add(ids[sl], texts[sl], batch, vecs)
-                self.lexical.add(ids[sl], texts[sl])
-                trim()  # the batch's activations are freed; give their pages back (meve.core.heap)
-                bar.update(len(texts[sl]))
-        finally:
-            bar.close()
-        self._record(ingestion, writing=False)
-        self._snapshots.save_if_due(self.lexical)
-
-    def _record(self, ingestion: Ingestion, *, writing: bool) -> None:
-        if isinstance(self.store, ChromaStore):  # a LangChain VectorStore keeps no collection metadata
-            self.store.record_ingestion(ingestion, writing)
+        ingest(self, texts, ids, metas, show_progress=show_progress, batch_size=batch_size)
 
     # -- models ------------------------------------------------------------------------
     @property

@@ -45,6 +45,8 @@ class Retriever:
         candidates = self.store.query(qvec, cfg.k_init)
         # The lexical index mirrors every passage meve added: its size costs nothing, a Chroma count() a few ms per query.
         info: dict[str, Any] = {"k_init": cfg.k_init, "candidates": cfg.candidates, "store_size": len(self.lexical)}
+        # Whether dense search also read long passages' later windows (meve.retrieval.passage_windows).
+        info["windows"] = getattr(self.store, "windows", None) is not None
         search: LexicalSearch = self.search
         if cfg.candidates == "hybrid":
             candidates, info["from_bm25"] = self._fuse(query, qvec, candidates, cfg.k_init)

@@ -33,6 +33,7 @@ __all__ = [
     "open_clients",
     "read_only_copy",
     "release_client",
+    "sibling_collection",
     "similarities",
     "unique_collection_name",
     "warn_if_untimed",
@@ -306,6 +307,24 @@ def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         raise
     except Exception as exc:
         raise StoreError(f"Chroma could not {what}: {type(exc).__name__}: {exc}") from exc
+
+
+def sibling_collection(collection: Any, name: str, *, metadata: dict[str, Any], create: bool) -> Any | None:
+    """Collection ``name`` in ``collection``'s client, tenant and database (a ``from_chroma`` caller
+    hands meve a collection, not its client): made with ``metadata`` when ``create``, else None
+    where there is none. Vectors are always given, so it has no embedding function."""
+    from chromadb.api.models.Collection import Collection
+    from chromadb.errors import NotFoundError
+
+    server, where = collection._client, {"tenant": collection.tenant, "database": collection.database}
+    if create:
+        model = chroma_call(f"open collection {name!r}", server.get_or_create_collection, name=name, metadata=metadata, **where)
+    else:
+        try:
+            model = server.get_collection(name=name, **where)
+        except (NotFoundError, ValueError):  # ValueError: Chroma before 1.0 said "does not exist" so
+            return None
+    return Collection(client=server, model=model, embedding_function=None)
 
 
 def unique_collection_name(prefix: str = "meve") -> str:

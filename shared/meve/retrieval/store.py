@@ -16,6 +16,7 @@ from meve.core.logs import log
 from meve.core.records import Passage
 from meve.retrieval.chroma import chroma_call, warn_if_untimed
 from meve.retrieval.directory import directory_lock
+from meve.retrieval.passage_windows import PassageWindows
 
 __all__ = ["WRITING", "ChromaStore", "Ingestion", "PassageStore", "log_unfinished", "refuse_changed", "stored_texts", "unfinished"]
 
@@ -45,6 +46,8 @@ class ChromaStore:
     def __init__(self, collection: Any, *, dimension: int | None = None) -> None:
         self.collection = collection
         self.dimension = dimension
+        #: Long passages' later windows (:mod:`meve.retrieval.passage_windows`), where meve keeps them.
+        self.windows: PassageWindows | None = None
         warn_if_untimed(getattr(collection, "_client", None))
         stored = self.stored_dimension()
         if dimension is not None and stored is not None and stored != dimension:
@@ -143,7 +146,17 @@ class ChromaStore:
         if not res["ids"] or not res["ids"][0]:
             return []
         passages = self._passages(res["ids"][0], res["documents"][0], res["metadatas"][0], res["embeddings"][0], np.asarray(vector, dtype=np.float32))
+        if self.windows is not None:
+            passages = self._with_windows(passages, self.windows.best(vector, k), k)
         return sorted(passages, key=lambda p: -(p.dense_score or 0.0))
+
+    def _with_windows(self, passages: list[Passage], best: dict[str, float], k: int) -> list[Passage]:
+        """Each passage scored by the best of its own vector and its later windows', the passages
+        found by a window alone read in; the ``k`` best."""
+        have = {p.id for p in passages}
+        found = passages + self.get([pid for pid in best if pid not in have])
+        scored = [p.with_(dense_score=max(p.dense_score if p.dense_score is not None else -1.0, best.get(p.id, -1.0))) for p in found]
+        return sorted(scored, key=lambda p: -(p.dense_score or 0.0))[:k]
 
     def get(self, ids: Sequence[str]) -> list[Passage]:
         if not ids:

@@ -16,7 +16,7 @@ from meve.scoring.devices import check_device, check_precision, resolve_device
 from meve.scoring.protocols import Embedder
 from meve.scoring.registry import INSTALL_HINT, default_model_path, registry
 
-__all__ = ["CachedEmbedder", "SentenceTransformerEmbedder", "default_embedder", "embedder_dimension", "encode_checked"]
+__all__ = ["CachedEmbedder", "SentenceTransformerEmbedder", "default_embedder", "embedder_dimension", "encode_checked", "encode_windows"]
 
 
 class SentenceTransformerEmbedder:
@@ -91,6 +91,24 @@ class SentenceTransformerEmbedder:
         vecs = self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vecs, dtype=np.float32)
 
+    def encode_windows(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's later windows' unit vectors (:class:`meve.scoring.token_pass.Pass`; none for a
+        text that fits the model's window): only the longer texts run the model."""
+        from meve.scoring.batching import default_batch_tokens
+        from meve.scoring.token_pass import forward
+        from meve.scoring.windows import frame, text_pieces
+
+        model = self.model
+        before, after = frame(model.tokenizer)
+        size = model.max_seq_length - before - after
+        out = [np.zeros((0, self.dimension), dtype=np.float32) for _ in texts]
+        long = [i for i, p in enumerate(text_pieces(model.tokenizer, [t.strip() for t in texts])) if len(p) > size]
+        if long:
+            windows = forward(model, [texts[i] for i in long], max_items=self.batch_size, max_tokens=default_batch_tokens(self.device)).windows
+            for i, w in zip(long, windows, strict=True):
+                out[i] = w
+        return out
+
 
 class CachedEmbedder:
     """Never embeds the same text twice while it is cached: an LRU of sha1(text) -> vector in front
@@ -160,6 +178,16 @@ def embedder_dimension(embedder: Embedder) -> int:
     if isinstance(dim, int):
         return dim
     return int(embedder.encode(["dimension probe"]).shape[1])
+
+
+def encode_windows(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray] | None:
+    """Each text's later windows' vectors where ``embedder`` can make them (meve's
+    sentence-transformers embedder, behind a cache or not, or any with an ``encode_windows``
+    method); None where it cannot (its passages are found by their first window and BM25)."""
+    while isinstance(embedder, CachedEmbedder):
+        embedder = embedder.inner
+    fn = getattr(embedder, "encode_windows", None)
+    return list(fn(list(texts))) if callable(fn) else None
 
 
 def encode_checked(embedders: Sequence[Embedder], texts: Sequence[str], dims: Sequence[int]) -> list[np.ndarray]:

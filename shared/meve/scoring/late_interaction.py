@@ -34,7 +34,7 @@ from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PA
 from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder, default_embedder
 from meve.scoring.protocols import Scoring, SharedPass
 from meve.scoring.registry import registry
-from meve.scoring.token_pass import forward
+from meve.scoring.token_pass import Pass, forward
 from meve.scoring.token_store import TokenStore
 from meve.scoring.windows import pieces
 
@@ -208,7 +208,8 @@ class LateInteractionScorer:
         their passage's context (:meth:`score_spans`), and a shared pass that makes the embedder's
         dense vectors while keeping their token vectors. ``MeVe(scorer="late-interaction")`` builds
         this, and so does ``MeVe(scorer=my_scorer)`` for a scorer you configured."""
-        return Scoring(self, self._score_span_lists, SharedPass(self._st.name, self.embed_and_cache, self.embed_query, self.embed_for_query))
+        shared = SharedPass(self._st.name, self.embed_and_cache, self.embed_query, self.embed_for_query, self.embed_windows_and_cache)
+        return Scoring(self, self._score_span_lists, shared)
 
     def attach(self, store: TokenStore) -> LateInteractionScorer:
         """Keep token vectors in ``store`` from now on (MeVe does this for a persistent collection).
@@ -249,7 +250,7 @@ class LateInteractionScorer:
         _ = self._st.model
         return self
 
-    def _forward(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    def _forward(self, texts: Sequence[str]) -> Pass:
         """Dense vectors and token vectors of ``texts`` (:func:`meve.scoring.token_pass.forward`): a
         text longer than the model's window is read in overlapping windows, each text is tokenized
         once, and batches are length-sorted and capped in padded tokens on a CPU (a query's 20
@@ -258,11 +259,15 @@ class LateInteractionScorer:
 
     def embed_and_cache(self, texts: Sequence[str]) -> np.ndarray:
         """Dense embeddings of ``texts`` (as the shared embedder makes them), keeping their token vectors."""
+        return self.embed_windows_and_cache(texts)[0]
+
+    def embed_windows_and_cache(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`embed_and_cache`, with each text's later windows' vectors from the same pass."""
         if not texts:
-            return np.zeros((0, self._st.dimension), dtype=np.float32)
-        vecs, tokens = self._forward(texts)
-        self._keep(texts, tokens, vecs)
-        return vecs
+            return np.zeros((0, self._st.dimension), dtype=np.float32), []
+        out = self._forward(texts)
+        self._keep(texts, out.tokens, out.vecs)
+        return out.vecs, out.windows
 
     def embed_for_query(self, texts: Sequence[str]) -> np.ndarray:
         """Dense embeddings of another retriever's ``texts`` for one query: a text whose token
@@ -274,7 +279,7 @@ class LateInteractionScorer:
         known = {k: v for k in dict.fromkeys(keys) if (v := self.cache.vector(k)) is not None} if self.store is None else {}
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in known))
         if todo:
-            vecs, tokens = self._forward(todo)
+            vecs, tokens, _ = self._forward(todo)
             self.encoded_at_query_time += len(todo)
             self._keep(todo, tokens, vecs)
             known.update(zip((text_key(t) for t in todo), vecs, strict=True))
@@ -285,7 +290,7 @@ class LateInteractionScorer:
         found = self._lookup_many(keys)
         missing = list(dict.fromkeys(p for p, f in zip(passages, found, strict=True) if f is None))
         if missing:
-            _, tokens = self._forward(missing)
+            tokens = self._forward(missing).tokens
             self.encoded_at_query_time += len(missing)
             rows = self._keep(missing, tokens)
             # Score what is kept (the store's rows, or the cache's int8 rows even when it is too small
@@ -298,7 +303,7 @@ class LateInteractionScorer:
     def embed_query(self, query: str) -> np.ndarray:
         """The query's dense embedding, keeping its token vectors for the verification that follows
         (one forward pass serves retrieval and verification)."""
-        (vec,), (tok,) = self._forward([query])
+        (vec,), (tok,), _ = self._forward([query])
         self._remember_query(query, tok)
         return vec
 
@@ -315,7 +320,7 @@ class LateInteractionScorer:
             if hit is not None:
                 self._queries.move_to_end(query)
                 return hit
-        _, (tok,) = self._forward([query])
+        _, (tok,), _ = self._forward([query])
         self._remember_query(query, tok)
         return tok
 

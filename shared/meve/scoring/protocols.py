@@ -77,6 +77,9 @@ class SharedPass:
     #: Vectors of another retriever's texts met at query time; texts an earlier query saw may come
     #: from the scorer's cache. None: ``passages`` serves.
     candidates: Callable[[Sequence[str]], np.ndarray] | None = None
+    #: ``passages`` with each text's later windows' vectors (:class:`meve.scoring.token_pass.Pass`)
+    #: from the same pass. None: windows are the embedder's to make, if it can.
+    windowed: Callable[[Sequence[str]], tuple[np.ndarray, list[np.ndarray]]] | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 from meve.scoring.batching import token_batches
 from meve.scoring.windows import Pieces, frame, overlap_for, plan, stitch, text_pieces
 
-__all__ = ["Framing", "forward", "framing", "model_pass"]
+__all__ = ["Framing", "Pass", "forward", "framing", "model_pass"]
 
 _IDS, _MASK, _TYPES = "input_ids", "attention_mask", "token_type_ids"
 
@@ -34,6 +34,16 @@ class Framing(NamedTuple):
     pad: int
     types: bool
     extra: dict[str, Any]
+
+
+class Pass(NamedTuple):
+    """What :func:`forward` makes of each text: its dense vector (the first window's, the model's
+    own truncation), the unit token vector of every word piece, and the dense vectors of its later
+    windows (none for a text that fits one window), by which a long passage is found by all its text."""
+
+    vecs: np.ndarray
+    tokens: list[np.ndarray]
+    windows: list[np.ndarray]
 
 
 _FRAMINGS: weakref.WeakKeyDictionary[Any, Framing | None] = weakref.WeakKeyDictionary()
@@ -104,11 +114,12 @@ def ids_pass(model: Any, fr: Framing, rows: Sequence[np.ndarray]) -> tuple[np.nd
     return _run(model, features)
 
 
-def forward(model: Any, texts: Sequence[str], *, max_items: int, max_tokens: int | None) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Dense vectors and token vectors of ``texts`` (read stripped, as sentence-transformers reads
-    them). A text longer than the model's window goes through it in overlapping windows: one token
-    vector per word piece of the whole text; its dense vector is the first window's, which is the
-    model's own truncation, so it equals what the embedder makes. Batches are sorted by length
+def forward(model: Any, texts: Sequence[str], *, max_items: int, max_tokens: int | None) -> Pass:
+    """Dense vectors, token vectors and later windows' vectors of ``texts`` (read stripped, as
+    sentence-transformers reads them). A text longer than the model's window goes through it in
+    overlapping windows: one token vector per word piece of the whole text; its dense vector is the
+    first window's, which is the model's own truncation, so it equals what the embedder makes; each
+    later window's sentence vector comes from the same pass, at no cost. Batches are sorted by length
     and capped at ``max_items`` texts and ``max_tokens`` padded tokens (:mod:`meve.scoring.batching`)."""
     tokenizer = model.tokenizer
     fr = framing(model)
@@ -122,6 +133,7 @@ def forward(model: Any, texts: Sequence[str], *, max_items: int, max_tokens: int
     lengths = [before + after + spans[i][w][1] - spans[i][w][0] for i, w in jobs]
     special = np.asarray(sorted(tokenizer.all_special_ids))
     vecs: list[Any] = [None] * len(texts)
+    later: list[list[tuple[int, np.ndarray]]] = [[] for _ in texts]
     bodies: list[Any] = [None] * len(jobs)
     for rows in token_batches(lengths, max_items=max_items, max_tokens=max_tokens):
         if fr is not None:
@@ -130,8 +142,11 @@ def forward(model: Any, texts: Sequence[str], *, max_items: int, max_tokens: int
             sent, tok, ids, mask = model_pass(model, [_window_text(stripped[i], pieces[i], spans[i], w) for i, w in (jobs[r] for r in rows)])
         for j, r in enumerate(rows):
             i, w = jobs[r]
+            unit = sent[j] / (np.linalg.norm(sent[j]) or 1.0)
             if w == 0:
-                vecs[i] = sent[j] / (np.linalg.norm(sent[j]) or 1.0)
+                vecs[i] = unit
+            else:
+                later[i].append((w, unit))
             valid = np.flatnonzero(mask[j])
             body = valid[before : len(valid) - after]  # the text's own pieces, the frame left out
             bodies[r] = (tok[j][body], ids[j][body])
@@ -145,7 +160,9 @@ def forward(model: Any, texts: Sequence[str], *, max_items: int, max_tokens: int
         t = t[~np.isin(t_ids, special)]
         norms = np.linalg.norm(t, axis=1, keepdims=True)
         tokens.append((t / np.where(norms == 0, 1.0, norms)).astype(np.float32))
-    return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1), tokens
+    dense = np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1)
+    windows = [np.asarray([v for _, v in sorted(ws, key=lambda x: x[0])], dtype=np.float32).reshape(len(ws), dense.shape[1]) for ws in later]
+    return Pass(dense, tokens, windows)
 
 
 def _window_text(text: str, pieces: Pieces, spans: list[tuple[int, int]], w: int) -> str:

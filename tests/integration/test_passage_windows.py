@@ -1,0 +1,139 @@
+"""A long passage is found by all its text: its later windows' vectors are kept beside the
+collection (issue 63 #3), survive a restart, and an index built before them gets them on request.
+Real MiniLM, real Chroma (embedded, persistent), a new process for the reopen."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meve import MeVe
+from meve.core.formats import FormatError
+from meve.retrieval.chroma import chroma_client
+from meve.retrieval.passage_windows import windows_name
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Who painted the lighthouse tower red?"
+# The answer sits past the first 256 word pieces: the head is about the weather.
+WEATHER = " ".join(f"Entry {i} of the log records the wind, the rain and the tides on an ordinary autumn day." for i in range(24))
+KEEPER = (
+    "In 1897 the lighthouse keeper Marguerite Olsson painted the lighthouse tower red so that ships could see it in fog. "
+    "She mixed the red paint herself from iron oxide and linseed oil. "
+    "The red tower of the lighthouse became the emblem of the harbour. "
+    "Olsson kept the lighthouse lamp burning for forty years and repainted the tower every spring."
+)
+DEEP = WEATHER + " " + KEEPER
+FAIR = "The harvest fair number {j} sold apples, cheese and bread in the market square, stall {i}."
+OTHERS = [f"Part {j}. " + " ".join(FAIR.format(i=i, j=j) for i in range(20)) for j in range(12)]
+TEXTS = [DEEP, *OTHERS, "A short note about tea."]
+IDS = ["deep", *[f"fair{j}" for j in range(12)], "tea"]
+
+REOPEN = """
+import json, sys
+from meve import MeVe
+from meve.retrieval.chroma import chroma_client
+m = MeVe.from_chroma(chroma_client(sys.argv[1]).get_collection("log"))
+hits = m.store.query(m.query_vector(sys.argv[2]), 3)
+print(json.dumps({"windows": m.store.windows is not None, "hits": [p.id for p in hits], "score": hits[0].dense_score}))
+"""
+
+
+def _head_rank(minilm, query: str) -> int:
+    vecs = minilm.encode(TEXTS)
+    q = minilm.encode([query])[0]
+    sims = vecs @ q / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(q))
+    return int(np.argsort(-sims).tolist().index(0))
+
+
+def test_a_passage_is_found_by_text_past_its_first_window(minilm):
+    # The passage's own (first-window) vector ranks it behind other passages; its last window does not.
+    assert _head_rank(minilm, QUESTION) > 0
+    with MeVe.from_texts(TEXTS, ids=IDS) as m:
+        kept = m.store.windows
+        assert kept is not None and kept.collection.count() >= 2 and kept.covered() >= {"deep"}
+        hits = m.store.query(m.query_vector(QUESTION), 3)
+        alone = minilm.encode([KEEPER])[0] @ m.query_vector(QUESTION) / np.linalg.norm(minilm.encode([KEEPER])[0])
+        assert hits[0].id == "deep" and hits[0].dense_score > 0.5 * alone
+        r = m.run(QUESTION, candidates="dense", k_init=2)
+        assert r.documents and r.documents[0].id == "deep" and "Marguerite Olsson" in r.context
+        assert r.phase("retrieve").info["windows"] is True
+        name = kept.name
+        assert name in {c.name for c in chroma_client().list_collections()}  # the in-memory client from_texts used
+    # close() drops the windows collection it made along with the passages'.
+    assert name not in {c.name for c in chroma_client().list_collections()}
+
+
+def test_windows_are_kept_beside_a_persistent_collection_and_read_by_a_new_process(chroma_dir, tmp_path):
+    MeVe.from_texts(TEXTS, ids=IDS, client=chroma_client(chroma_dir), collection_name="log")
+    script = tmp_path / "reopen.py"
+    script.write_text(REOPEN)
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(script), chroma_dir, QUESTION], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["windows"] and seen["hits"][0] == "deep"
+
+
+def test_an_index_built_before_windows_warns_then_gets_them(chroma_dir, caplog):
+    client = chroma_client(chroma_dir)
+    fresh = MeVe.from_texts(TEXTS, ids=IDS, client=client, collection_name="log")
+    made = fresh.store.windows.collection.count()
+    client.delete_collection(windows_name("log"))  # as meve 0.3.0 left it: passages, no windows
+    with caplog.at_level(logging.WARNING, logger="meve"):
+        old = MeVe.from_chroma(client.get_collection("log"))
+    assert old.store.windows is None
+    assert any("'log' has no window vectors" in r.getMessage() and "add_windows()" in r.getMessage() for r in caplog.records)
+    assert "deep" not in [p.id for p in old.store.query(old.query_vector(QUESTION), 1)]
+    # Adding to it does not make a windows collection that would pass for complete.
+    old.add_texts(["Another short note, about coffee."], ids=["coffee"])
+    assert old.store.windows is None
+    assert old.add_windows() == made  # the long passages' windows, as a fresh build writes them
+    assert old.add_windows() == 0  # nothing left to make
+    assert [p.id for p in old.store.query(old.query_vector(QUESTION), 1)] == ["deep"]
+    assert old.run(QUESTION).phase("retrieve").info["windows"] is True
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="meve"):
+        again = MeVe.from_chroma(client.get_collection("log"))
+    assert again.store.windows is not None and not any("no window vectors" in r.getMessage() for r in caplog.records)
+
+
+def test_windows_written_by_a_newer_meve_are_refused(chroma_dir):
+    client = chroma_client(chroma_dir)
+    MeVe.from_texts(TEXTS[-2:], ids=IDS[-2:], client=client, collection_name="log")
+    client.get_collection(windows_name("log")).modify(metadata={"meve:format": 2})
+    with pytest.raises(FormatError, match="newer meve"):
+        MeVe.from_chroma(client.get_collection("log"))
+
+
+def test_a_windows_collection_name_fits_chromas_limit():
+    assert windows_name("log") == "log.windows"
+    long = windows_name("a" * 510)
+    assert len(long) <= 512 and long.endswith(".windows") and long != windows_name("a" * 509 + "b")
+
+
+def test_meve_index_replace_gives_an_index_built_before_windows_its_windows(tmp_path, capsys):
+    from meve.cli import main
+
+    book = tmp_path / "log.md"
+    book.write_text(DEEP + "\n\n" + OTHERS[0] + "\n")
+    db = str(tmp_path / "db")
+    assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000"]) == 0
+    client = chroma_client(db)
+    made = client.get_collection(windows_name("meve")).count()
+    assert made >= 1
+    client.delete_collection(windows_name("meve"))  # as meve 0.3.0 left it
+    capsys.readouterr()
+    assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000", "--replace"]) == 0
+    out = capsys.readouterr().out
+    assert "0 chunks" in out and f"made {made} window vector(s)" in out
+    assert client.get_collection(windows_name("meve")).count() == made
+    capsys.readouterr()
+    assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000", "--replace"]) == 0
+    assert "window vector" not in capsys.readouterr().out  # it has them: nothing said, nothing made
