@@ -15,6 +15,7 @@ import pytest
 
 from meve import MeVe
 from meve.core.formats import FormatError
+from meve.evaluate.arms import Rankings
 from meve.retrieval.chroma import chroma_client
 from meve.retrieval.passage_windows import windows_name
 
@@ -64,6 +65,9 @@ def test_a_passage_is_found_by_text_past_its_first_window(minilm):
         r = m.run(QUESTION, candidates="dense", k_init=2)
         assert r.documents and r.documents[0].id == "deep" and "Marguerite Olsson" in r.context
         assert r.phase("retrieve").info["windows"] is True
+        # The dense baseline meve evaluate compares with ranks as a plain vector store does: by the
+        # passage's own vector, so the deep passage is where its head puts it, not first.
+        assert Rankings(m).dense(QUESTION, len(TEXTS)).index("deep") == _head_rank(minilm, QUESTION)
         name = kept.name
         assert name in {c.name for c in chroma_client().list_collections()}  # the in-memory client from_texts used
     # close() drops the windows collection it made along with the passages'.

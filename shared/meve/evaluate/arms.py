@@ -19,6 +19,7 @@ from meve.core.records import ContextResult
 from meve.core.tokens import TokenCounter
 from meve.evaluate.metrics import answer_in, evidence_recall, passage_recall, summarise
 from meve.retrieval.fusion import rrf
+from meve.retrieval.store import ChromaStore
 
 if TYPE_CHECKING:
     from meve.pipeline.meve import MeVe
@@ -76,10 +77,13 @@ class Rankings:
         return self._vectors[query]
 
     def dense(self, query: str, k: int) -> list[str]:
-        """The k nearest passages by the bi-encoder's cosine."""
+        """The k nearest passages by the bi-encoder's cosine of their own vectors, as a plain vector
+        store ranks them (a long passage by its first window: meve's later windows are meve's, not the baseline's)."""
         if query not in self._dense:
-            assert self.meve.store is not None
-            self._dense[query] = [p.id for p in self.meve.store.query(self._encode(query), DEPTH)]
+            store = self.meve.store
+            assert store is not None
+            search = store.query_heads if isinstance(store, ChromaStore) else store.query
+            self._dense[query] = [p.id for p in search(self._encode(query), DEPTH)]
         return self._dense[query][:k]
 
     def bm25(self, query: str, k: int) -> list[str]:

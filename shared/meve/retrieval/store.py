@@ -135,6 +135,15 @@ class ChromaStore:
         return out
 
     def query(self, vector: np.ndarray, k: int) -> list[Passage]:
+        """The ``k`` nearest passages, each scored by the best of its own vector and its later windows'."""
+        passages = self.query_heads(vector, k)
+        if self.windows is not None:
+            passages = self._with_windows(passages, self.windows.best(vector, k), k)
+        return passages
+
+    def query_heads(self, vector: np.ndarray, k: int) -> list[Passage]:
+        """The ``k`` nearest passages by their own vectors alone (a long one's first window): what a
+        plain vector store's top-k returns, the baseline ``meve evaluate`` compares with."""
         # Chroma returns what it has when k exceeds the collection (tested), so no count() round trip per query.
         res = self._call(
             "search passages",
@@ -146,8 +155,6 @@ class ChromaStore:
         if not res["ids"] or not res["ids"][0]:
             return []
         passages = self._passages(res["ids"][0], res["documents"][0], res["metadatas"][0], res["embeddings"][0], np.asarray(vector, dtype=np.float32))
-        if self.windows is not None:
-            passages = self._with_windows(passages, self.windows.best(vector, k), k)
         return sorted(passages, key=lambda p: -(p.dense_score or 0.0))
 
     def _with_windows(self, passages: list[Passage], best: dict[str, float], k: int) -> list[Passage]:
