@@ -272,6 +272,58 @@ def long_default_facts(d: dict[str, Any]) -> dict[str, Any]:
     return {"variants": variants, "targets": targets, "d": d}
 
 
+def long_depth_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """Per long-chunk variant: recall of a gold chunk by the evidence's depth, with and without windows."""
+    variants, targets = [], []
+    arms = ("dense", "dense_windows", "bm25", "hybrid", "hybrid_windows")
+    for variant, found in d["variants"].items():
+        rows = []
+        for name, r in found.items():
+            groups = sorted((g for g in r["by_depth"] if g != "all"), key=lambda g: int(g.split("-")[0].rstrip("+")))
+            for g in [*groups, "all"]:
+                b = r["by_depth"][g]
+                for k in d["ks"]:
+                    rows.append({"set": NAMES[name], "depth (pieces)": g, "questions": b["n"], "k": k, **{a: f"{b[f'{a}@{k}']:.2f}" for a in arms}})
+            deep = [b for g, b in r["by_depth"].items() if g not in ("all", "0-254")]
+            n = sum(b["n"] for b in deep)
+            if n:
+                before = sum(b["hybrid@20"] * b["n"] for b in deep) / n
+                after = sum(b["hybrid_windows@20"] * b["n"] for b in deep) / n
+                dense_before = sum(b["dense@20"] * b["n"] for b in deep) / n
+                dense_after = sum(b["dense_windows@20"] * b["n"] for b in deep) / n
+                targets.append(
+                    _target(
+                        after >= before and r["by_depth"]["all"]["hybrid_windows@20"] >= r["by_depth"]["all"]["hybrid@20"],
+                        f"{variant}, {NAMES[name]}: evidence past the first window ({n} questions), gold chunk in the first 20 candidates: "
+                        f"hybrid {before:.2f} -> {after:.2f} with windows (dense alone {dense_before:.2f} -> {dense_after:.2f}); "
+                        f"all questions {r['by_depth']['all']['hybrid@20']:.2f} -> {r['by_depth']['all']['hybrid_windows@20']:.2f} "
+                        "(target: no lower, deep or overall).",
+                    )
+                )
+        variants.append(
+            {"name": variant, "rows": table(rows), "windows": {NAMES[n]: f"{r['windows']} windows over {r['passages']} chunks" for n, r in found.items()}}
+        )
+    return {"variants": variants, "targets": targets, "d": d}
+
+
+def long_rerank_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """meve's postprocessor and compressor against the frameworks' rerankers over 1,024-token nodes."""
+    rows = [{"arm": arm, **{k: v for k, v in a.items() if "ratio" not in k}} for arm, a in d["arms"].items()]
+    targets = []
+    for arm in ("meve_postprocessor", "meve_compressor"):
+        a = d["arms"][arm]
+        for base in ("llamaindex_rerank", "langchain_rerank"):
+            targets.append(
+                _target(
+                    a[f"warm_ratio_to_{base}"] <= 2,
+                    f"{arm} over {d['k']} default LlamaIndex nodes ({d['node_tokens_mean']:.0f} tokens on average), warm query: "
+                    f"{a['warm_p50_ms']:.0f} ms p50, {a[f'warm_ratio_to_{base}']:.2f}x {base} ({d['arms'][base]['warm_p50_ms']:.0f} ms); "
+                    f"first query {a['first_ms']:.0f} ms ({a[f'first_ratio_to_{base}']:.2f}x) (target: warm <= 2x).",
+                )
+            )
+    return {"rows": table(rows), "targets": targets, "d": d}
+
+
 def calibrated_facts(c: dict[str, Any]) -> dict[str, Any]:
     """`meve calibrate` against the fixed LODO choice, per left-out set."""
     rows, targets = [], []
@@ -906,6 +958,8 @@ def write() -> Path:
     facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
     facts["long_orderings"] = long_orderings_facts(res["long_orderings"]) if "long_orderings" in res else None
     facts["long_default"] = long_default_facts(res["long_default"]) if "long_default" in res else None
+    facts["long_depth"] = long_depth_facts(res["long_depth"]) if "long_depth" in res else None
+    facts["long_rerank"] = long_rerank_facts(res["long_rerank"]) if "long_rerank" in res else None
     facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None
     facts["ceiling"] = ceiling_facts(res["tune_ceiling"]) if "tune_ceiling" in res else None
     if "memory_lodo" in res:

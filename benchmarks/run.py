@@ -29,6 +29,8 @@ SECTIONS = (
     "context_long",
     "long_orderings",
     "long_default",
+    "long_depth",
+    "long_rerank",
     "tune",
     "memory_lodo",
     "memory_heldout",
@@ -55,8 +57,10 @@ SECTIONS = (
 # a second LongMemEval_S sample, read once; its run must not be repeated to choose anything); how often a
 # tuner on 50 dev questions can beat the default, and the ceiling of its grid (issue 50; about 40 minutes); how good
 # the verifier's own order is over long chunks, against other orders (issue 52; dev splits only, minutes once cached);
-# every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63).
-OPT_IN = ("context_long", "long_orderings", "long_default", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
+# every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63); recall of a long chunk
+# by the depth of its evidence, with and without the later windows' vectors (issue 63 #3); meve's cost over
+# 1,024-token nodes against the frameworks' cross-encoder rerankers, same process (issue 63 #4).
+OPT_IN = ("context_long", "long_orderings", "long_default", "long_depth", "long_rerank", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
 
 
 def main() -> None:
@@ -121,6 +125,17 @@ def main() -> None:
         from benchmarks import long_default
 
         save("long_default", long_default.run(data, test_limit=300 if full else 40))
+    if "long_rerank" in only:
+        from benchmarks import long_rerank
+
+        save("long_rerank", long_rerank.run(data, n_queries=20 if full else 6))
+    if "long_depth" in only:
+        from benchmarks import long_depth
+
+        kept = json.loads((RESULTS / "long_depth.json").read_text()).get("variants", {}) if (RESULTS / "long_depth.json").exists() else {}
+        chosen = args.long_variants.split(",") if args.long_variants else long_depth.VARIANTS
+        one = long_depth.run(data, test_limit=300 if full else 40, variants=chosen)
+        save("long_depth", {**one, "variants": {**kept, **one["variants"]}})
     if "tune" in only:
         from benchmarks import tune
 

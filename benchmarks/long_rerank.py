@@ -1,0 +1,157 @@
+"""What meve costs over the nodes users make, against the frameworks' own rerankers (issue 63 #4).
+
+Nodes: LlamaIndex ``SentenceSplitter`` at its defaults (1,024 tokens, overlap 200) over the SQuAD
+test articles (``benchmarks.harness.data.long_variant``, "llamaindex-1024"); questions: the first
+``n_queries`` of its test questions; each query's nodes: the same dense top-``k`` for every arm,
+so the arms do the same job on the same text, in one process, timed question by question in turn
+(the order rotated each question, so a slow stretch of this shared CPU falls on every arm alike).
+
+Arms, each built fresh in this process:
+- ``llamaindex_rerank``: LlamaIndex ``SentenceTransformerRerank(top_n=3)``;
+- ``langchain_rerank``: LangChain ``CrossEncoderReranker(top_n=3)`` over sentence-transformers'
+  ``CrossEncoder.predict`` (what langchain-community's ``HuggingFaceCrossEncoder`` calls; it is not
+  installed here);
+- ``meve_postprocessor``: ``llamaindex_meve.MeVePostprocessor()``, every default;
+- ``meve_compressor``: ``langchain_meve.MeVeCompressor()``, every default.
+The rerankers' cross-encoder is MiniLM-L6 with a one-logit head (``benchmarks.speed.cross_encoder_path``;
+timing only: no cross-encoder weights can be had offline), the size of the usual
+``cross-encoder/ms-marco-MiniLM-L-6-v2``; it reads a (query, node) pair up to 512 word pieces and
+drops the rest. meve's verifier (late interaction over the same MiniLM's token vectors) reads the
+whole node, in windows of 256. "first" is an arm's first query (its model's load included, and a
+node's token vectors encoded on first sight); "second instance" is the first query of another new
+instance of the same component (the token vectors are shared by every component in the process);
+"warm" the median of the other queries (each brings nodes not seen before as well as seen ones).
+The two meve arms share one model and one token-vector cache, as an app using both would: the
+compressor's first query finds what the postprocessor's loaded and encoded. The nodes' and
+questions' dense vectors come from the benchmarks' cache (``harness_encoded`` says how many it had
+to compute; 0: meve's MiniLM had not run in this process before the first meve arm).
+
+    python -m benchmarks.run --full --only long_rerank
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness.common import embedder, pct
+from benchmarks.harness.data import load, long_variant
+from benchmarks.speed import cross_encoder_path
+from meve import get_token_counter
+
+ARMS = ("llamaindex_rerank", "langchain_rerank", "meve_postprocessor", "meve_compressor")
+
+
+def _builders(ce_path: str) -> dict[str, Callable[[], Callable[[str, list[str]], Any]]]:
+    """Each arm as a factory of a fresh component, wrapped as (query, node texts) -> its output."""
+    from langchain_classic.retrievers.document_compressors import CrossEncoderReranker
+    from langchain_classic.retrievers.document_compressors.cross_encoder import BaseCrossEncoder
+    from langchain_core.documents import Document
+    from llama_index.core.postprocessor import SentenceTransformerRerank
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from langchain_meve import MeVeCompressor
+    from llamaindex_meve import MeVePostprocessor
+
+    class STCrossEncoder(BaseCrossEncoder):
+        def __init__(self) -> None:
+            from sentence_transformers import CrossEncoder
+
+            self.model = CrossEncoder(ce_path, device="cpu")
+
+        def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+            return [float(x) for x in self.model.predict(text_pairs, show_progress_bar=False)]
+
+    def nodes(texts: list[str]) -> list[NodeWithScore]:
+        return [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=1.0) for i, t in enumerate(texts)]
+
+    def docs(texts: list[str]) -> list[Document]:
+        return [Document(page_content=t, id=f"d{i}") for i, t in enumerate(texts)]
+
+    def llamaindex_rerank() -> Callable[[str, list[str]], Any]:
+        rerank = SentenceTransformerRerank(model=ce_path, top_n=3, device="cpu")
+        return lambda q, texts: rerank.postprocess_nodes(nodes(texts), QueryBundle(q))
+
+    def langchain_rerank() -> Callable[[str, list[str]], Any]:
+        rerank = CrossEncoderReranker(model=STCrossEncoder(), top_n=3)
+        return lambda q, texts: rerank.compress_documents(docs(texts), q)
+
+    def meve_postprocessor() -> Callable[[str, list[str]], Any]:
+        post = MeVePostprocessor()
+        return lambda q, texts: post.postprocess_nodes(nodes(texts), QueryBundle(q))
+
+    def meve_compressor() -> Callable[[str, list[str]], Any]:
+        comp = MeVeCompressor()
+        return lambda q, texts: comp.compress_documents(docs(texts), q)
+
+    return {
+        "llamaindex_rerank": llamaindex_rerank,
+        "langchain_rerank": langchain_rerank,
+        "meve_postprocessor": meve_postprocessor,
+        "meve_compressor": meve_compressor,
+    }
+
+
+def run(data: Path, n_queries: int = 20, k: int = 10) -> dict[str, Any]:
+    """Module docstring."""
+    import numpy as np
+
+    t0 = time.perf_counter()
+    counter = get_token_counter()
+    ds = long_variant(load("squad", data, n_queries), "llamaindex-1024", counter)
+    part = ds.splits["test"]
+    emb = embedder()
+    vecs = emb.encode(part.texts)
+    qs = [q.text for q in part.questions[:n_queries]]
+    qv = emb.encode(qs)
+    emb.save()
+    harness_encoded = emb.computed
+    picks = [[part.texts[i] for i in np.argsort(-(vecs @ v))[:k]] for v in qv]
+    builders = _builders(cross_encoder_path())
+    ms: dict[str, list[float]] = {a: [] for a in ARMS}
+    first: dict[str, float] = {}
+    second: dict[str, float] = {}
+    made: dict[str, Callable[[str, list[str]], Any]] = {}
+    for j, (q, texts) in enumerate(zip(qs, picks, strict=True)):
+        order = ARMS[j % len(ARMS) :] + ARMS[: j % len(ARMS)]
+        for arm in order:
+            if arm not in made:
+                start = time.perf_counter()
+                made[arm] = builders[arm]()
+                made[arm](q, texts)
+                first[arm] = (time.perf_counter() - start) * 1000
+                again = builders[arm]()  # another new instance: what it shares with the first
+                start = time.perf_counter()
+                again(q, texts)
+                second[arm] = (time.perf_counter() - start) * 1000
+                continue
+            start = time.perf_counter()
+            made[arm](q, texts)
+            ms[arm].append((time.perf_counter() - start) * 1000)
+    tokens = [counter.count(t) for t in part.texts]
+    rows = {
+        arm: {
+            "first_ms": round(first[arm], 1),
+            "second_instance_ms": round(second[arm], 1),
+            "warm_p50_ms": round(statistics.median(ms[arm]), 1),
+            "warm_p95_ms": round(pct(ms[arm], 95), 1),
+        }
+        for arm in ARMS
+    }
+    for base in ("llamaindex_rerank", "langchain_rerank"):
+        for arm in ("meve_postprocessor", "meve_compressor"):
+            rows[arm][f"warm_ratio_to_{base}"] = round(rows[arm]["warm_p50_ms"] / rows[base]["warm_p50_ms"], 2)
+            rows[arm][f"first_ratio_to_{base}"] = round(rows[arm]["first_ms"] / rows[base]["first_ms"], 2)
+    return {
+        "protocol": __doc__,
+        "nodes": len(part.texts),
+        "node_tokens_mean": round(sum(tokens) / len(tokens), 1),
+        "queries": len(qs),
+        "k": k,
+        "arms": rows,
+        "harness_encoded": harness_encoded,
+        "elapsed_s": round(time.perf_counter() - t0, 1),
+    }
