@@ -134,8 +134,10 @@ def main() -> None:
 
         kept = json.loads((RESULTS / "long_depth.json").read_text()).get("variants", {}) if (RESULTS / "long_depth.json").exists() else {}
         chosen = args.long_variants.split(",") if args.long_variants else long_depth.VARIANTS
+        runs = json.loads((RESULTS / "long_depth.json").read_text()).get("runs", {}) if (RESULTS / "long_depth.json").exists() else {}
         one = long_depth.run(data, test_limit=300 if full else 40, variants=chosen)
-        save("long_depth", {**one, "variants": {**kept, **one["variants"]}})
+        when = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "elapsed_s": one["elapsed_s"]}
+        save("long_depth", {**one, "variants": {**kept, **one["variants"]}, "runs": {**runs, **dict.fromkeys(chosen, when)}})
     if "tune" in only:
         from benchmarks import tune
 
