@@ -303,7 +303,16 @@ def long_depth_facts(d: dict[str, Any]) -> dict[str, Any]:
         variants.append(
             {"name": variant, "rows": table(rows), "windows": {NAMES[n]: f"{r['windows']} windows over {r['passages']} chunks" for n, r in found.items()}}
         )
-    return {"variants": variants, "targets": targets, "d": d}
+    falls = [
+        f"{variant} {NAMES[name]} depth {g} k {k} {arm} {b[f'{arm}@{k}']:.2f} -> {b[f'{arm}_windows@{k}']:.2f} ({b['n']} questions)"
+        for variant, found in d["variants"].items()
+        for name, r in found.items()
+        for g, b in r["by_depth"].items()
+        for k in d["ks"]
+        for arm in ("dense", "hybrid")
+        if b[f"{arm}_windows@{k}"] < b[f"{arm}@{k}"]
+    ]
+    return {"variants": variants, "targets": targets, "falls": falls, "d": d}
 
 
 def long_rerank_facts(d: dict[str, Any]) -> dict[str, Any]:
