@@ -319,17 +319,18 @@ def long_rerank_facts(d: dict[str, Any]) -> dict[str, Any]:
     """meve's postprocessor and compressor against the frameworks' rerankers over 1,024-token nodes."""
     rows = [{"arm": arm, **{k: v for k, v in a.items() if "ratio" not in k}} for arm, a in d["arms"].items()]
     targets = []
-    for arm in ("meve_postprocessor", "meve_compressor"):
-        a = d["arms"][arm]
-        for base in ("llamaindex_rerank", "langchain_rerank"):
-            targets.append(
-                _target(
-                    a[f"warm_ratio_to_{base}"] <= 2,
-                    f"{arm} over {d['k']} default LlamaIndex nodes ({d['node_tokens_mean']:.0f} tokens on average), warm query: "
-                    f"{a['warm_p50_ms']:.0f} ms p50, {a[f'warm_ratio_to_{base}']:.2f}x {base} ({d['arms'][base]['warm_p50_ms']:.0f} ms); "
-                    f"first query {a['first_ms']:.0f} ms ({a[f'first_ratio_to_{base}']:.2f}x) (target: warm <= 2x).",
-                )
+    meve = d["arms"]["meve_unseen_nodes"]
+    cold = d["arms"]["meve_postprocessor"]
+    for base in ("llamaindex_rerank", "langchain_rerank"):
+        targets.append(
+            _target(
+                meve[f"warm_ratio_to_{base}"] <= 2,
+                f"meve over {d['k']} default LlamaIndex nodes ({d['node_tokens_mean']:.0f} tokens on average), each query's nodes met first: "
+                f"{meve['warm_p50_ms']:.0f} ms p50, {meve[f'warm_ratio_to_{base}']:.2f}x {base} ({d['arms'][base]['warm_p50_ms']:.0f} ms); "
+                f"MeVePostprocessor's first query {cold['first_ms']:.0f} ms ({cold[f'first_ratio_to_{base}']:.2f}x, reported, not targeted) "
+                "(target: the query over unseen nodes <= 2x).",
             )
+        )
     return {"rows": table(rows), "targets": targets, "d": d}
 
 
