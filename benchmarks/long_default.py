@@ -30,7 +30,7 @@ from benchmarks.harness import lodo
 from benchmarks.harness.arms import BASELINES, SEP, System, evaluate, meve_system
 from benchmarks.harness.common import default_verifier
 from benchmarks.harness.corpus import Corpus
-from benchmarks.harness.data import EXTERNAL, long_variant
+from benchmarks.harness.data import EXTERNAL, Dataset, long_variant
 from meve import ContextResult, MeVeConfig, get_token_counter
 from meve.evaluate.report import arm_summary, measure_curves
 
@@ -71,14 +71,19 @@ def names_here(names: Sequence[str]) -> list[str]:
     return [n for n in names if n not in external or external[n].exists()]
 
 
+def held_out_sets(data: Path, test_limit: int, names: Sequence[str]) -> tuple[dict[str, Dataset], dict[str, Any]]:
+    """The sets of ``names`` whose data is here, test questions only, and what the results say of them."""
+    todo = names_here(names)
+    return load_sets(data, 0, test_limit, todo), {"sets": todo, "skipped": sorted(set(names) - set(todo))}
+
+
 def run(data: Path, test_limit: int = 300, variants: Sequence[str] = VARIANTS, names: Sequence[str] = LOCAL_SETS) -> dict[str, Any]:
     """Each variant's test splits at ``t_max`` 512 (module docstring)."""
     t0 = time.perf_counter()
     counter = get_token_counter()
-    todo = names_here(names)
-    sets = load_sets(data, 0, test_limit, todo)
+    sets, which = held_out_sets(data, test_limit, names)
     li, disk = default_verifier()
-    out: dict[str, Any] = {"protocol": __doc__, "t_max": MeVeConfig().t_max, "sets": todo, "skipped": sorted(set(names) - set(todo)), "variants": {}}
+    out: dict[str, Any] = {"protocol": __doc__, "t_max": MeVeConfig().t_max, **which, "variants": {}}
     for variant in variants:
         result: dict[str, Any] = {}
         for name, ds in sets.items():

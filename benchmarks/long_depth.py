@@ -22,11 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.context import load_sets
 from benchmarks.harness.common import default_verifier
 from benchmarks.harness.corpus import Corpus
 from benchmarks.harness.data import CONTEXT_SETS, Question, long_variant
-from benchmarks.long_default import names_here
+from benchmarks.long_default import held_out_sets
 from meve import MeVeConfig, get_token_counter
 from meve.retrieval.store import ChromaStore
 
@@ -85,11 +84,10 @@ def run(data: Path, test_limit: int = 300, variants: Sequence[str] = VARIANTS, n
     """Each variant's test splits (module docstring)."""
     t0 = time.perf_counter()
     counter = get_token_counter()
-    todo = names_here(names)
-    sets = load_sets(data, 0, test_limit, todo)
+    sets, which = held_out_sets(data, test_limit, names)
     li, disk = default_verifier()
     tokenizer = li._st.model.tokenizer
-    out: dict[str, Any] = {"protocol": __doc__, "ks": list(KS), "edges": list(EDGES), "sets": todo, "skipped": sorted(set(names) - set(todo)), "variants": {}}
+    out: dict[str, Any] = {"protocol": __doc__, "ks": list(KS), "edges": list(EDGES), **which, "variants": {}}
     for variant in variants:
         result: dict[str, Any] = {}
         for name, ds in sets.items():
