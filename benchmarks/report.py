@@ -457,6 +457,17 @@ def memory_facts(m: dict[str, Any]) -> dict[str, Any]:
     return {"sets": sets, "targets": targets, "metric": metric, "m": m}
 
 
+def memory_late_facts(m: dict[str, Any]) -> dict[str, Any]:
+    """Issue 64 #3 on dev: each late-interaction setting's dev margin over the best fill per set and
+    budget beside the shipped setting's, and the summary the module's rule reads."""
+    arms = list(m["summary"])
+    rows = [
+        {"set": NAMES[n], "tokens": b, **{a: r["margins"][a]["answerable"] for a in arms}} for n, d in m["datasets"].items() for b, r in d["budgets"].items()
+    ]
+    summary = [{"setting": a, **m["summary"][a], **({"kept": "(the reference)"} if a == "shipped" else {})} for a in arms]
+    return {"m": m, "rows": table(rows), "summary": table(summary)}
+
+
 def memory_heldout_facts(h: dict[str, Any]) -> dict[str, Any]:
     """The held-out check (:mod:`benchmarks.memory_heldout`): every arm and the best fill at each
     budget on both metrics, the shipped default's gain with its interval, the per-type breakdown at
@@ -984,6 +995,7 @@ def write() -> Path:
     if "memory_lodo" in res:
         facts["memory"] = memory_facts(res["memory_lodo"])
     facts["memory_heldout"] = memory_heldout_facts(res["memory_heldout"]) if "memory_heldout" in res else None
+    facts["memory_late"] = memory_late_facts(res["memory_late"]) if "memory_late" in res else None
     if "speed" in res:
         facts["speed"] = speed_facts(res["speed"])
     if "hierarchical" in res:

@@ -34,6 +34,7 @@ SECTIONS = (
     "tune",
     "memory_lodo",
     "memory_heldout",
+    "memory_late",
     "verifier",
     "token_store",
     "int8",
@@ -59,8 +60,21 @@ SECTIONS = (
 # the verifier's own order is over long chunks, against other orders (issue 52; dev splits only, minutes once cached);
 # every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63); recall of a long chunk
 # by the depth of its evidence, with and without the later windows' vectors (issue 63 #3); meve's cost over
-# 1,024-token nodes against the frameworks' cross-encoder rerankers, same process (issue 63 #4).
-OPT_IN = ("context_long", "long_orderings", "long_default", "long_depth", "long_rerank", "tune", "onnx", "tune_memory", "memory_heldout", "tune_ceiling")
+# 1,024-token nodes against the frameworks' cross-encoder rerankers, same process (issue 63 #4); the late-interaction
+# signal for chat memory on dev splits (issue 64 #3).
+OPT_IN = (
+    "context_long",
+    "long_orderings",
+    "long_default",
+    "long_depth",
+    "long_rerank",
+    "tune",
+    "onnx",
+    "tune_memory",
+    "memory_heldout",
+    "memory_late",
+    "tune_ceiling",
+)
 
 
 def main() -> None:
@@ -165,6 +179,10 @@ def main() -> None:
         from benchmarks import memory_lodo
 
         save("memory_lodo", memory_lodo.run(data))
+    if "memory_late" in only:
+        from benchmarks import memory_late
+
+        save("memory_late", memory_late.run(data))
     if "memory_heldout" in only:
         from benchmarks import memory_heldout
 
