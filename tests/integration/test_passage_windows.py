@@ -68,6 +68,8 @@ def test_a_passage_is_found_by_text_past_its_first_window(minilm):
         # The dense baseline meve evaluate compares with ranks as a plain vector store does: by the
         # passage's own vector, so the deep passage is where its head puts it, not first.
         assert Rankings(m).dense(QUESTION, len(TEXTS)).index("deep") == _head_rank(minilm, QUESTION)
+        # So does MeVe.baseline ("standard RAG for comparison", `meve query --baseline`).
+        assert [p.id for p in m.baseline(QUESTION, k=len(TEXTS)).documents].index("deep") == _head_rank(minilm, QUESTION)
         name = kept.name
         assert name in {c.name for c in chroma_client().list_collections()}  # the in-memory client from_texts used
     # close() drops the windows collection it made along with the passages'.

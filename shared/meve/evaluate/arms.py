@@ -19,7 +19,7 @@ from meve.core.records import ContextResult
 from meve.core.tokens import TokenCounter
 from meve.evaluate.metrics import answer_in, evidence_recall, passage_recall, summarise
 from meve.retrieval.fusion import rrf
-from meve.retrieval.store import ChromaStore
+from meve.retrieval.store import plain_query
 
 if TYPE_CHECKING:
     from meve.pipeline.meve import MeVe
@@ -82,8 +82,7 @@ class Rankings:
         if query not in self._dense:
             store = self.meve.store
             assert store is not None
-            search = store.query_heads if isinstance(store, ChromaStore) else store.query
-            self._dense[query] = [p.id for p in search(self._encode(query), DEPTH)]
+            self._dense[query] = [p.id for p in plain_query(store, self._encode(query), DEPTH)]
         return self._dense[query][:k]
 
     def bm25(self, query: str, k: int) -> list[str]:

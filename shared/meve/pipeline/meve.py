@@ -26,7 +26,7 @@ from meve.pipeline.runner import PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
 from meve.retrieval.chroma import check_collection_name, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.retrieval.lexical import Lexical, LexicalIndex
-from meve.retrieval.store import ChromaStore, PassageStore, log_unfinished
+from meve.retrieval.store import ChromaStore, PassageStore, log_unfinished, plain_query
 from meve.scoring.embedders import default_embedder, embedder_dimension
 from meve.scoring.protocols import Embedder, Scorer, Scoring, SharedPass
 from meve.scoring.resolve import Models, ScorerSpec, warm_up_scorer
@@ -349,14 +349,15 @@ class MeVe(Retriever):
         return calibrate(self, target=target, queries=queries, seed=seed, show_progress=show_progress)
 
     def baseline(self, query: str, k: int = 5) -> ContextResult:
-        """Standard RAG for comparison: dense top-k, no verification and no budget."""
+        """Standard RAG for comparison: dense top-k as a plain vector store ranks it (each passage by
+        its own vector, without meve's window vectors), no verification and no budget."""
         query = check_query(query)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InputError(f"k={k!r} is not allowed: expected an int >= 1 (the number of passages to return)")
         if self.store is None:
             raise InputError("baseline needs a flat passage store; this MeVe was built with from_documents")
         t0 = time.perf_counter()
-        docs = tuple(self.store.query(self._embed_query(query), k))
+        docs = tuple(plain_query(self.store, self._embed_query(query), k))
         context = "\n\n".join(p.text for p in docs)
         total = self.token_counter.count(context)
         scores = {p.id: p.dense_score or 0.0 for p in docs}

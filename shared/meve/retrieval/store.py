@@ -18,7 +18,7 @@ from meve.retrieval.chroma import chroma_call, warn_if_untimed
 from meve.retrieval.directory import directory_lock
 from meve.retrieval.passage_windows import PassageWindows
 
-__all__ = ["WRITING", "ChromaStore", "Ingestion", "PassageStore", "log_unfinished", "refuse_changed", "stored_texts", "unfinished"]
+__all__ = ["WRITING", "ChromaStore", "Ingestion", "PassageStore", "log_unfinished", "plain_query", "refuse_changed", "stored_texts", "unfinished"]
 
 WRITING = "meve:writing:"  # one collection-metadata key per ingestion under way (or that died unfinished)
 _IDS_PER_GET = 1000  # ids per Chroma get: SQLite refuses statements with 32,767+ variables
@@ -37,6 +37,12 @@ class PassageStore(Protocol):
     def documents(self) -> tuple[list[str], list[str]]: ...
 
     def count(self) -> int: ...
+
+
+def plain_query(store: PassageStore, vector: np.ndarray, k: int) -> list[Passage]:
+    """The ``k`` nearest passages as a plain vector store ranks them (each by its own vector: a
+    long one's first window), so a comparison with standard RAG never gains meve's window vectors."""
+    return store.query_heads(vector, k) if isinstance(store, ChromaStore) else store.query(vector, k)
 
 
 class ChromaStore:
