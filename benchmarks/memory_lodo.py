@@ -139,6 +139,17 @@ rule, decided on those dev figures after the pick's test figures had been printe
 carries MemoryConfig() as shipped (``shipped``) beside the pick, and this run (the fourth) differs
 from the third only by that arm.
 
+Issue 64's fifth run (2026-11-28) adds two sets of user-assistant conversations whose test splits
+nobody had read (``benchmarks/harness/fresh_memory.py``, brought in by a helper that looked at one or
+two dev items for their schema only): BEAM (20 LLM-written 100K-token chats of one user with an
+assistant about everyday tasks, ten kinds of probing question) and PrefEval (a preference the user
+states or picks among the assistant's options, then 300 exchanges of real LMSYS-Chat-1M chats, then
+a request that should honour it; every tenth preference of each topic file, both forms). Nothing
+else changes: the same 18 settings, the same protocol over seven sets (each left-out choice made on
+the other six sets' dev splits; the in-distribution pick on all seven), the same arms. The shipped
+``MemoryConfig()`` was fixed before these sets existed, so its rows on their test splits are the
+first clean held-out figures of this protocol since LongMemEval's first read.
+
 Protocol, fixed before the run:
 1. On each dev split, at l_max 256, 512 and 1024: dense-fill, BM25-fill (stemmed or plain, whichever
    is better on that dev split at 512) and hybrid-fill (RRF), each filling the budget in its rank
@@ -169,7 +180,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness.common import embedder
-from benchmarks.harness.conversations import MEMORY_SETS, Conversation, Replay, evidence_kept, locomo, longmemeval, memorybank, realmem, selqa_chat
+from benchmarks.harness.conversations import MEMORY_SETS as OLDER_SETS
+from benchmarks.harness.conversations import Conversation, Replay, evidence_kept, locomo, longmemeval, memorybank, realmem, selqa_chat
+from benchmarks.harness.fresh_memory import beam, prefeval
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
 from meve import MemoryConfig, MomentaryMemory, get_token_counter
@@ -226,6 +239,10 @@ PAPER = {
     "query_sentences": False,
 }
 FILLS = ("dense", "bm25", "hybrid")
+#: The five sets of issue 48 and two of issue 64's fifth run, whose test splits it read first.
+MEMORY_SETS = (*OLDER_SETS, "beam", "prefeval")
+#: Every tenth PrefEval preference of each topic file and form (~110 conversations of ~600 turns a split).
+PREFEVAL_STRIDE = 10
 METRIC = "answerable"
 METRICS = ("answerable", "all_evidence")
 DATED = re.compile(r"^\[\d{4}-\d\d-\d\d\] ")  # a context rendered with dates starts with one
@@ -238,6 +255,8 @@ def conversations(data: Path) -> dict[str, dict[str, list[Conversation]]]:
         "memorybank": memorybank(),
         "realmem": realmem(),
         "longmemeval": longmemeval(),
+        "beam": beam(),
+        "prefeval": prefeval(stride=PREFEVAL_STRIDE),
     }
 
 

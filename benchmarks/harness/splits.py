@@ -17,6 +17,8 @@ construction. The key is what the split is decided on:
 | realtalk | chat (file name) | the first 5 of REALTALK's 10 chats by sha256 of the name are dev, the other 5 test |
 | realmem | persona (file name) | the first 5 of RealMem's 10 personas by sha256 of the name are dev, the other 5 test |
 | longmemeval | question id (each question has its own history) | sha256 of the id even: dev |
+| beam | conversation ("100K/<n>") | the first 10 of BEAM's 20 100K conversations by sha256 of the name are dev, the other 10 test |
+| prefeval | topic (file stem) | the first 10 of PrefEval's 20 topics by sha256 of the name are dev, the other 10 test |
 
 Every tuned value (thresholds, weights, document weights, calibrations) is committed with the ids
 it was fitted on under ``benchmarks/fitted/*.json``; ``tests/unit/test_splits.py`` fails when any
@@ -34,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "BEAM_CHATS",
     "DATASETS",
     "FITTED",
     "MEMORYBANK_USERS",
+    "PREFEVAL_TOPICS",
     "REALMEM_PERSONAS",
     "REALTALK_CHATS",
     "Fitted",
@@ -50,7 +54,22 @@ __all__ = [
 ]
 
 FITTED = Path(__file__).resolve().parents[1] / "fitted"
-DATASETS = ("squad", "hotpotqa", "wikiqa", "selqa", "msmarco", "covidqa", "locomo", "selqa_chat", "memorybank", "realtalk", "realmem", "longmemeval")
+DATASETS = (
+    "squad",
+    "hotpotqa",
+    "wikiqa",
+    "selqa",
+    "msmarco",
+    "covidqa",
+    "locomo",
+    "selqa_chat",
+    "memorybank",
+    "realtalk",
+    "realmem",
+    "longmemeval",
+    "beam",
+    "prefeval",
+)
 #: MemoryBank's English users (eval_data/en/memory_bank_en.json, names stripped): the split's key.
 MEMORYBANK_USERS = ("Emily", "Frank", "Lucy", "Sunny", "Jason", "Linda", "John Zhang", "Ivy", "Henry", "Gary", "Jack", "Roland", "Susan", "Luna", "Leo")
 #: REALTALK's chats (data/<name>.json in danny911kr/REALTALK): the split's key. Chats share
@@ -80,8 +99,39 @@ REALMEM_PERSONAS = (
     "Sarah_Miller",
     "Sophie_Dubois",
 )
+#: BEAM's 100K conversations (100K/<n>/ in mohammadtavakoli78/BEAM): the split's key.
+BEAM_CHATS = tuple(f"100K/{n}" for n in range(1, 21))
+#: PrefEval's topics (the file stems of amazon-science/PrefEval's benchmark_dataset): the split's key.
+PREFEVAL_TOPICS = (
+    "education_learning_styles",
+    "education_resources",
+    "entertain_games",
+    "entertain_music_book",
+    "entertain_shows",
+    "entertain_sports",
+    "lifestyle_beauty",
+    "lifestyle_dietary",
+    "lifestyle_fit",
+    "lifestyle_health",
+    "pet_ownership",
+    "professional_work_location_style",
+    "shop_fashion",
+    "shop_home",
+    "shop_motors",
+    "shop_technology",
+    "travel_activities",
+    "travel_hotel",
+    "travel_restaurant",
+    "travel_transportation",
+)
 #: The data sets split by halves of a fixed list of names (sha256 order), and the names.
-_BY_NAME = {"memorybank": ("user", MEMORYBANK_USERS), "realtalk": ("chat", REALTALK_CHATS), "realmem": ("persona", REALMEM_PERSONAS)}
+_BY_NAME = {
+    "memorybank": ("user", MEMORYBANK_USERS),
+    "realtalk": ("chat", REALTALK_CHATS),
+    "realmem": ("persona", REALMEM_PERSONAS),
+    "beam": ("conversation", BEAM_CHATS),
+    "prefeval": ("topic", PREFEVAL_TOPICS),
+}
 
 
 def item_id(dataset: str, key: str, native: str) -> str:
