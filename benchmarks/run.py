@@ -35,6 +35,7 @@ SECTIONS = (
     "memory_lodo",
     "memory_heldout",
     "memory_late",
+    "memory_weights",
     "verifier",
     "token_store",
     "int8",
@@ -61,7 +62,7 @@ SECTIONS = (
 # every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63); recall of a long chunk
 # by the depth of its evidence, with and without the later windows' vectors (issue 63 #3); meve's cost over
 # 1,024-token nodes against the frameworks' cross-encoder rerankers, same process (issue 63 #4); the late-interaction
-# signal for chat memory on dev splits (issue 64 #3).
+# signal for chat memory on dev splits (issue 64 #3); the BM25 weight's trade across the memory sets (dev).
 OPT_IN = (
     "context_long",
     "long_orderings",
@@ -73,6 +74,7 @@ OPT_IN = (
     "tune_memory",
     "memory_heldout",
     "memory_late",
+    "memory_weights",
     "tune_ceiling",
 )
 
@@ -179,6 +181,10 @@ def main() -> None:
         from benchmarks import memory_lodo
 
         save("memory_lodo", memory_lodo.run(data))
+    if "memory_weights" in only:
+        from benchmarks import memory_weights
+
+        save("memory_weights", memory_weights.run(data))
     if "memory_late" in only:
         from benchmarks import memory_late
 
