@@ -37,9 +37,7 @@ from benchmarks.harness.common import TokenDiskCache, embedder
 from benchmarks.harness.conversations import MEMORY_SETS, Replay
 from meve import MemoryConfig, SentenceTransformerEmbedder, get_token_counter
 from meve.core.text import sentence_spans
-from meve.memory.decide import decide
-from meve.memory.render import render
-from meve.memory.select import Selection, fuse, latest_turns, rank, select_turns, signal_weights, weigh_roles
+from meve.memory.select import Selection, rank
 from meve.retrieval.fusion import minmax
 from meve.scoring.late_interaction import LateInteractionScorer
 
@@ -64,30 +62,13 @@ class LateReplay(Replay):
             return self.li.raw_scores(query, texts)
         return np.array([float(np.max(self.li.score_spans(query, t, sentence_spans(t) or [(0, len(t))]))) for t in texts])
 
-    def memory_late(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, form: str, weight: float, pool: int = 256) -> tuple[Selection, str]:
-        decided = decide(cfg, query)
-        cfg = cfg.replace(dates=decided.dates)
-        recent = latest_turns(self.snap, cfg.recent_turns if decided.keep_recent else 0, (), ())
-        bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
-        weights = signal_weights(cfg.weights, (self.embedder,))
-        fused = dict(weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role))
+    def memory_late(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, form: str, weight: float) -> tuple[Selection, str]:
+        cfg, decided, recent, fused = self.fused(query, qvec, cfg)
         head = rank(fused, self.snap.keys)[:HEAD]
         if head:
             for i, v in minmax(dict(zip(head, self.late(query, head, form).tolist(), strict=True))).items():
                 fused[i] += weight * v
-        sel = select_turns(
-            self.snap,
-            cfg,
-            self.counter,
-            recent=recent,
-            pinned=[],
-            ranked=rank(fused, self.snap.keys),
-            partner=self.partner,
-            scores=fused,
-            query=query,
-            recent_cap=decided.recent_cap,
-        )
-        return sel, render(sel.turns, dates=bool(cfg.dates))
+        return self.select(query, cfg, decided, recent, fused)
 
 
 def late_setting(s: dict[str, Any], l_max: int) -> Any:

@@ -13,9 +13,11 @@ import json
 import pytest
 
 from benchmarks.harness.splits import (
+    BEAM_CHATS,
     DATASETS,
     FITTED,
     MEMORYBANK_USERS,
+    PREFEVAL_TOPICS,
     REALMEM_PERSONAS,
     REALTALK_CHATS,
     Fitted,
@@ -110,6 +112,23 @@ def test_realtalk_and_realmem_split_five_to_five_by_the_name_alone():
         split_of("realtalk:Chat_11_Ann_Bob:0")
     with pytest.raises(ValueError, match="realmem has no persona 'Nobody'"):
         split_of("realmem:Nobody:Q-0001")
+
+
+def test_beam_splits_by_conversation_and_prefeval_by_topic_ten_to_ten():
+    # A PrefEval topic's explicit and choice-based items share their preferences: the topic decides,
+    # so no preference is on both sides; a BEAM conversation's twenty questions keep its side.
+    for dataset, names, native in (
+        ("beam", BEAM_CHATS, ("temporal_reasoning/0", "summarization/1")),
+        ("prefeval", PREFEVAL_TOPICS, ("explicit/0", "choice/0")),
+    ):
+        split = {n: split_of(item_id(dataset, n, "0")) for n in names}
+        assert sorted(split.values()) == ["dev"] * 10 + ["test"] * 10
+        assert all(split_of(item_id(dataset, n, q)) == split[n] for n in names for q in native)
+        assert split == squad_halves(reversed(names))
+    with pytest.raises(ValueError, match="beam has no conversation '1M/1'"):
+        split_of("beam:1M/1:x")
+    with pytest.raises(ValueError, match="prefeval has no topic 'cooking'"):
+        split_of("prefeval:cooking:explicit/0")
 
 
 def test_longmemeval_splits_by_question_id_and_its_history_goes_with_it():

@@ -11,7 +11,7 @@ import numpy as np
 
 from meve.core.config import MemoryConfig
 from meve.core.tokens import TokenCounter, count_many
-from meve.memory.decide import decide
+from meve.memory.decide import Decisions, decide
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
@@ -70,12 +70,21 @@ class Replay:
     def memory(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[Selection, str]:
         """What ``MomentaryMemory.reconstruct(query)`` with ``cfg`` selects (one embedder), and the
         context rendered as the memory renders it."""
+        return self.select(query, *self.fused(query, qvec, cfg, pool))
+
+    def fused(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[MemoryConfig, Decisions, list[int], dict[int, float]]:
+        """The first half of :meth:`memory`: the query's decisions, the anchored turns, and every
+        candidate's fused score (a benchmark may rescore them before :meth:`select`)."""
         decided = decide(cfg, query)
         cfg = cfg.replace(dates=decided.dates)
         recent = latest_turns(self.snap, cfg.recent_turns if decided.keep_recent else 0, (), ())
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)
+        return cfg, decided, recent, dict(fused)
+
+    def select(self, query: str, cfg: MemoryConfig, decided: Decisions, recent: list[int], fused: dict[int, float]) -> tuple[Selection, str]:
+        """The second half of :meth:`memory`: the fill over ``fused``, rendered."""
         sel = select_turns(
             self.snap,
             cfg,
