@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks import memory_lodo as ml
-from benchmarks.harness.common import TokenDiskCache, embedder
+from benchmarks.harness.common import TokenDiskCache
 from benchmarks.harness.conversations import MEMORY_SETS, Replay
-from meve import MemoryConfig, SentenceTransformerEmbedder, get_token_counter
+from meve import MemoryConfig, SentenceTransformerEmbedder
 from meve.core.text import sentence_spans
 from meve.memory.select import Selection, rank
 from meve.retrieval.fusion import minmax
@@ -90,16 +90,13 @@ def summary(rows: Sequence[dict[str, dict[str, float]]], arm: str) -> dict[str, 
 
 def run(data: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
-    emb, counter = embedder(), get_token_counter()
     LateReplay.li = LateInteractionScorer(SentenceTransformerEmbedder(), cache_bytes=8 * 2**30)
     disk = TokenDiskCache("memory-all-MiniLM-L6-v2")
     disk.load_into(LateReplay.li.cache)
     sets = ml.conversations(data)
     out: dict[str, Any] = {"protocol": __doc__, "head": HEAD, "settings": SETTINGS, "settings_tried": len(SETTINGS), "datasets": {}}
     for n in MEMORY_SETS:
-        rps: list[Replay] = [LateReplay(c, counter, emb.encode, emb.name) for c in sets[n]["dev"]]
-        qv = [emb.encode([q.text for q in rp.conv.questions]) for rp in rps]
-        stem = ml.score(rps, qv, ml.fill("bm25", ml.BUDGET, True))[ml.METRIC] >= ml.score(rps, qv, ml.fill("bm25", ml.BUDGET, False))[ml.METRIC]
+        rps, qv, stem = ml.dev_replays(sets[n]["dev"], LateReplay)
         budgets = {}
         for b in ml.BUDGETS:
             base = ml.baselines(rps, qv, b, stem)

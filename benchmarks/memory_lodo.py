@@ -240,7 +240,7 @@ PAPER = {
 }
 FILLS = ("dense", "bm25", "hybrid")
 #: The five sets of issue 48 and two of issue 64's fifth run, whose test splits it read first.
-MEMORY_SETS = (*OLDER_SETS, "beam", "prefeval")
+LODO_SETS = (*OLDER_SETS, "beam", "prefeval")
 #: Every tenth PrefEval preference of each topic file and form (~110 conversations of ~600 turns a split).
 PREFEVAL_STRIDE = 10
 METRIC = "answerable"
@@ -293,6 +293,21 @@ def score(replays: list[Replay], qvecs: list[np.ndarray], run: Any, per_question
     }
 
 
+def stemming_helps(replays: list[Replay], qvecs: list[np.ndarray]) -> bool:
+    """Whether BM25 over stemmed terms fills at least as well as over plain ones at 512 tokens (a
+    set's dev split decides which BM25 its fills use)."""
+    return bool(score(replays, qvecs, fill("bm25", BUDGET, True))[METRIC] >= score(replays, qvecs, fill("bm25", BUDGET, False))[METRIC])
+
+
+def dev_replays(convs: list[Conversation], make: Any = Replay) -> tuple[list[Replay], list[np.ndarray], bool]:
+    """A split's replays (``make``: :class:`Replay` or a subclass), their questions' vectors, and
+    :func:`stemming_helps` over them."""
+    emb, counter = embedder(), get_token_counter()
+    replays = [make(c, counter, emb.encode, emb.name) for c in convs]
+    qvecs = [emb.encode([q.text for q in rp.conv.questions]) for rp in replays]
+    return replays, qvecs, stemming_helps(replays, qvecs)
+
+
 def setting(s: dict[str, Any], l_max: int) -> Any:
     cfg = MemoryConfig(l_max=l_max, **s)
     return lambda rp, q, qv: rp.memory(q, qv, cfg)
@@ -337,9 +352,9 @@ def run(data: Path) -> dict[str, Any]:
     emb.save()
     print(f"memory: data ready at {time.perf_counter() - t0:.0f}s", flush=True)
     dev: dict[str, Any] = {}
-    for n in MEMORY_SETS:
+    for n in LODO_SETS:
         rps, qv = replays[n]["dev"], qvecs[n]["dev"]
-        stem = score(rps, qv, fill("bm25", BUDGET, True))[METRIC] >= score(rps, qv, fill("bm25", BUDGET, False))[METRIC]
+        stem = stemming_helps(rps, qv)
         dev[n] = {"bm25_stemmed": stem, "budgets": {}}
         for b in BUDGETS:
             base = baselines(rps, qv, b, stem)
@@ -357,10 +372,10 @@ def run(data: Path) -> dict[str, Any]:
         tokens = [float(np.mean([dev[n]["budgets"][str(BUDGET)]["grid"][i]["tokens"] for n in names])) for i in range(len(GRID))]
         return max(range(len(GRID)), key=lambda i: (round(worst[i], 3), -tokens[i]))
 
-    default_i = pick(list(MEMORY_SETS))
+    default_i = pick(list(LODO_SETS))
     out: dict[str, Any] = {"protocol": __doc__, "metric": METRIC, "grid": GRID, "settings_tried": len(GRID), "default": GRID[default_i], "datasets": {}}
-    for n in MEMORY_SETS:
-        choice = pick([m for m in MEMORY_SETS if m != n])
+    for n in LODO_SETS:
+        choice = pick([m for m in LODO_SETS if m != n])
         rps, qv, stem = replays[n]["test"], qvecs[n]["test"], dev[n]["bm25_stemmed"]
         test: dict[str, Any] = {}
         for b in BUDGETS:
@@ -392,7 +407,7 @@ def run(data: Path) -> dict[str, Any]:
             "questions": {s: sum(len(c.questions) for c in v) for s, v in sets[n].items()},
         }
         print(f"memory: {n} test done at {time.perf_counter() - t0:.0f}s", flush=True)
-    items = [q.id for n in MEMORY_SETS for c in sets[n]["dev"] for q in c.questions]
+    items = [q.id for n in LODO_SETS for c in sets[n]["dev"] for q in c.questions]
     write_fitted(
         "memory_config",
         "MemoryConfig defaults (fusion, weights, dates, partner_turns, partner_weight, keep_recent: chosen on these dev"

@@ -16,22 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import memory_lodo as ml
-from benchmarks.harness.common import embedder
-from benchmarks.harness.conversations import Replay
-from meve import get_token_counter
 
 BM25_WEIGHTS = (0.5, 0.35, 0.2)
 
 
 def run(data: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
-    emb, counter = embedder(), get_token_counter()
     sets = ml.conversations(data)
     out: dict[str, Any] = {"protocol": __doc__, "bm25_weights": BM25_WEIGHTS, "datasets": {}}
-    for n in ml.MEMORY_SETS:
-        rps = [Replay(c, counter, emb.encode, emb.name) for c in sets[n]["dev"]]
-        qv = [emb.encode([q.text for q in rp.conv.questions]) for rp in rps]
-        stem = ml.score(rps, qv, ml.fill("bm25", ml.BUDGET, True))[ml.METRIC] >= ml.score(rps, qv, ml.fill("bm25", ml.BUDGET, False))[ml.METRIC]
+    for n in ml.LODO_SETS:
+        rps, qv, stem = ml.dev_replays(sets[n]["dev"])
         rows = {}
         for b in ml.BUDGETS:
             best = max(x[ml.METRIC] for x in ml.baselines(rps, qv, b, stem).values())

@@ -126,26 +126,18 @@ def _add_windows(collection: Any, existing: Any, precision: str | None) -> int |
 
     if existing is None or PassageWindows.open(collection, create=False) is not None:
         return None
+
     # Opening an old index warns that it lacks window vectors and names this very command: here the
     # next line makes them, and the summary line says how many, so the warning would only mislead.
-    quiet = _Without("has no window vectors")
+    def quiet(record: logging.LogRecord) -> bool:
+        return "has no window vectors" not in record.getMessage()
+
     log.addFilter(quiet)
     try:
         meve = MeVe.from_chroma(collection, embedder=_embedder(existing, precision))
     finally:
         log.removeFilter(quiet)
     return meve.add_windows(show_progress=sys.stderr.isatty())
-
-
-class _Without(logging.Filter):
-    """Drops the log records whose message holds ``text``."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in record.getMessage()
 
 
 def _embedder(collection: Any, precision: str | None = None) -> Any:

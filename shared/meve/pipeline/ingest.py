@@ -46,8 +46,7 @@ def vectors(meve: MeVe, texts: list[str], windows: bool) -> tuple[np.ndarray, li
     them: the verifier's shared pass makes both in one model run; else the embedder, if it can."""
     shared = meve._shared_pass(meve.config.verify)
     if windows and shared is not None and shared.windowed is not None:
-        vecs, wins = shared.windowed(texts)
-        return vecs, wins
+        return shared.windowed(texts)
     vecs = shared.passages(texts) if shared is not None else meve.embedder.encode(texts)
     return vecs, (encode_windows(meve.embedder, texts) if windows else None)
 
