@@ -36,6 +36,7 @@ SECTIONS = (
     "memory_heldout",
     "memory_late",
     "memory_weights",
+    "memory_anchor",
     "verifier",
     "token_store",
     "int8",
@@ -75,6 +76,7 @@ OPT_IN = (
     "memory_heldout",
     "memory_late",
     "memory_weights",
+    "memory_anchor",
     "tune_ceiling",
 )
 
@@ -185,6 +187,10 @@ def main() -> None:
         from benchmarks import memory_weights
 
         save("memory_weights", memory_weights.run(data))
+    if "memory_anchor" in only:
+        from benchmarks import memory_anchor
+
+        save("memory_anchor", memory_anchor.run(data))
     if "memory_late" in only:
         from benchmarks import memory_late
 

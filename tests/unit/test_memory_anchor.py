@@ -75,6 +75,41 @@ def test_a_reply_longer_than_the_room_is_cut_to_what_the_query_asks_marked():
     assert "Calvin cycle" in calvin.text and "chloroplast" not in calvin.text
 
 
+UNSAID = [
+    "Can you turn that into a checklist, please?",
+    "Rewrite the whole thing in a friendlier tone",
+    "Make the lighthouse keeper's story rhyme and add a dog",  # its words are in the latest exchange only
+]
+
+
+def test_a_longer_follow_up_that_names_nothing_said_before_keeps_the_reply():
+    # Over six words, but no turn before the latest exchange holds one of them: recall has nothing
+    # to find, so the query is about what was just said (0.4.0 let the reply compete and lose).
+    m = mem()
+    long_chat(m)
+    for q in UNSAID:
+        ctx = m.reconstruct(q, l_max=64)
+        assert STORY in ctx.text, (q, ctx.recent_reason)
+        assert ctx.recent_reason.startswith("no turn before the latest exchange holds a word of the query"), q
+    said = m.reconstruct("Which new brakes does my bike need before the Sunday ride?", l_max=64)
+    assert said.recent_reason.startswith("the query has 11 words (over 6) and carries its own subject"), said.recent_reason
+
+
+def test_the_query_an_adapter_stored_first_is_not_what_was_said_before():
+    # Adapters store the current message before the rebuild and skip it: its own words must not
+    # make the query look as if it named something said earlier.
+    for q in UNSAID:
+        m = mem()
+        long_chat(m)
+        m.add(q, "user", turn_id="now")
+        ctx = m.reconstruct(q, l_max=64, skip_ids=["now"])
+        assert ctx.recent_reason.startswith("no turn before the latest exchange holds a word of the query"), q
+        assert [t.text for t in ctx.turns][-2:] == ["Write a two-line story about a lighthouse keeper.", STORY], q
+        history = [Message(t.role, t.text, f"id{t.seq}") for t in m.turns()][:-1]
+        out = chat_context([*history, Message("user", q, "now")], m, l_max=64)
+        assert [x.text for x in out[:-1]][-2:] == ["Write a two-line story about a lighthouse keeper.", STORY], q
+
+
 def test_auto_stays_an_option_and_loses_the_reply_for_follow_ups_its_list_misses():
     # What 0.2.0's default did: "Go on" reads as no follow-up, so the reply competes by relevance
     # and loses the budget to turns the query matches no better.

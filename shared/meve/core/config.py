@@ -313,8 +313,10 @@ class MemoryConfig:
             queries spend those tokens on turns.
         keep_recent: "short" (default) keeps the ``recent_turns`` most recent turns before anything
             else for a query of at most six words ("Continue", "Summarize your last answer",
-            "Translate to French": it leans on what was just said), and lets them compete by
-            relevance for a longer one, which carries its own subject; True keeps them for every
+            "Translate to French": it leans on what was just said) or one none of whose words a
+            turn before them holds ("Can you turn that into a checklist?": recall has nothing to
+            find), and lets them compete by relevance for any other, which carries its own
+            subject; True keeps them for every
             query (the paper's anchor; see ``recent_share``); "auto" (0.2.0's default) only for a
             query that reads as a follow-up by a list of phrasings
             (:func:`meve.memory.decide.follow_up_words`), which misses "Continue"; False never.

@@ -16,7 +16,7 @@ from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
 from meve.memory.select import Selection, fuse, latest_turns, rank, select_turns, sentence_scores, signal_weights, weigh_roles
-from meve.memory.signals import bm25_pool
+from meve.memory.signals import bm25_pool, said_before
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
@@ -41,6 +41,7 @@ class Replay:
         self._signals: dict[tuple[str, bool, int, tuple[int, ...], tuple[str, ...]], tuple[dict[int, float], dict[int, float]]] = {}
         self._rankings: dict[tuple[str, str, bool], list[int]] = {}
         self._parts: dict[tuple[str, ...], np.ndarray] = {}  # a long query's sentence vectors
+        self._said: dict[tuple[str, bool, tuple[int, ...]], bool] = {}
 
     def signals(
         self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int], parts: tuple[str, ...] = ()
@@ -75,9 +76,13 @@ class Replay:
     def fused(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[MemoryConfig, Decisions, list[int], dict[int, float]]:
         """The first half of :meth:`memory`: the query's decisions, the anchored turns, and every
         candidate's fused score (a benchmark may rescore them before :meth:`select`)."""
-        decided = decide(cfg, query)
+        latest = latest_turns(self.snap, cfg.recent_turns, (), ())
+        said_key = (query, cfg.stemming, tuple(latest))
+        if said_key not in self._said:
+            self._said[said_key] = said_before(self.bm25[cfg.stemming].get_scores(query), self.turns, set(latest), ())
+        decided = decide(cfg, query, self._said[said_key])
         cfg = cfg.replace(dates=decided.dates)
-        recent = latest_turns(self.snap, cfg.recent_turns if decided.keep_recent else 0, (), ())
+        recent = latest if decided.keep_recent else []
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)

@@ -52,16 +52,20 @@ def follow_up_words(query: str) -> str | None:
     return found.group(0).strip() if found else None
 
 
-def decide_recent(keep: bool | str, query: str) -> tuple[bool, str]:
+def decide_recent(keep: bool | str, query: str, said: bool = True) -> tuple[bool, str]:
     """Whether the most recent turns are kept before anything else, and why: ``"short"`` keeps them
-    for a query of at most 6 words ("Continue", "Translate to French"), ``"auto"`` for a follow-up
-    (:func:`follow_up_words`); otherwise they compete by relevance like any turn."""
+    for a query of at most 6 words ("Continue", "Translate to French") and for one none of whose
+    words a turn before the latest exchange holds (``said=False``: "Can you turn that into a
+    checklist?" names nothing recall could find there, so it is about what was just said); ``"auto"`` for
+    a follow-up (:func:`follow_up_words`); otherwise they compete by relevance like any turn."""
     if keep is True or keep is False:
         return keep, f"keep_recent={keep}"
     if keep == "short":
         short, n = short_query(query)
         if short:
             return True, f"the query is short ({n} words, at most {_FOLLOW_UP_WORDS}): it leans on what was just said"
+        if not said:
+            return True, f"no turn before the latest exchange holds a word of the query ({n} words): it is about what was just said"
         return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject: the most recent turns compete by relevance"
     words = follow_up_words(query)
     if words:
@@ -69,13 +73,14 @@ def decide_recent(keep: bool | str, query: str) -> tuple[bool, str]:
     return False, "the query stands alone: the most recent turns compete by relevance"
 
 
-def decide_recent_cap(share: float, l_max: int, query: str) -> tuple[int | None, str]:
+def decide_recent_cap(share: float, l_max: int, query: str, said: bool = True) -> tuple[int | None, str]:
     """The most tokens of its text each kept recent turn may keep, and why: all the room left for a query of
-    at most 6 words ("Continue", "Translate to French": it leans on what was just said), else
+    at most 6 words ("Continue", "Translate to French": it leans on what was just said) or one
+    none of whose words a turn before the latest exchange holds (``said=False``), else
     ``share`` x ``l_max`` (a longer query carries its own subject; the turn is cut to its part the
     query matches, or its end, so it stays in without taking the budget of the turns asked about)."""
     short, words = short_query(query)
-    if share >= 1.0 or short:
+    if share >= 1.0 or short or not said:
         return None, ""
     cap = max(1, int(share * l_max))
     return cap, f"; the query has {words} words (over {_FOLLOW_UP_WORDS}): each keeps at most {cap} tokens of its text ({share:g} of l_max {l_max})"
@@ -156,12 +161,13 @@ class Decisions:
     parts_reason: str
 
 
-def decide(cfg: MemoryConfig, query: str) -> Decisions:
+def decide(cfg: MemoryConfig, query: str, said: bool = True) -> Decisions:
     """Every per-query decision of a rebuild with ``cfg`` (dates, the most recent turns, the role
-    cue, the query's sentences), so the memory and its replay decide alike."""
-    (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query)
+    cue, the query's sentences), so the memory and its replay decide alike. ``said``: whether a
+    turn before the latest exchange holds a word of the query (its BM25 terms; :func:`meve.memory.signals.said_before`)."""
+    (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query, said)
     (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
-    cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query) if keep else (None, "")
+    cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, said) if keep else (None, "")
     return Decisions(
         dates=dates,
         dates_reason=dates_reason,

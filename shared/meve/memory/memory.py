@@ -35,7 +35,7 @@ from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import MemoryContext, Turn, check_roles
 from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_weights, turn_traces, weigh_roles
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
-from meve.memory.signals import bm25_pool, vector_pool
+from meve.memory.signals import bm25_pool, said_before, vector_pool
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
@@ -334,18 +334,18 @@ class MomentaryMemory:
         t0, query = time.perf_counter(), check_query(query)
         warn_if_unreadable(f"the query {query[:40]!r} to session {self.session_id!r}", [query], self.embedders[0].name)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
-        decided = decide(cfg, query)
-        cfg = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0)
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
             snap, bm25_all = self._log.snapshot(), self._log.bm25
             skipped = {p for t in skip_ids if (p := self._log.index.get(t)) is not None and p < snap.n}
-            recent = latest_turns(snap, cfg.recent_turns, skip_roles, skipped)
+            recent, scores = latest_turns(snap, cfg.recent_turns, skip_roles, skipped), bm25_all.get_scores(query)[: snap.n]
+            decided = decide(cfg, query, said_before(scores, snap.turns, skipped | set(recent), skip_roles))
+            cfg = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0)
+            recent = recent if decided.keep_recent else []
             pinned = [i for i in snap.chrono if i < snap.n and i not in skipped and i not in recent and snap.turns[i].role in keep_roles] if keep_roles else []
             cap = cfg.top_k if cfg.top_k is not None else snap.n
             searched = snap.n > len(recent) + len(skipped) and cap > 0
-            scores = bm25_all.get_scores(query)[: snap.n] if searched else np.zeros(0)
         first, pool = set(recent) | set(pinned), max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
         bm25, dense = self._signals(query, snap, scores, first | skipped, pool, decided.parts) if searched else ({}, {e.name: {} for e in self.embedders})
         fused = weigh_roles(fuse({"bm25": bm25, **{f"dense:{n}": v for n, v in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)

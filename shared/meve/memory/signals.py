@@ -5,14 +5,15 @@ and of each of its sentences, scored by :func:`meve.memory.select.sentence_score
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from meve.memory.records import Turn
 from meve.memory.select import sentence_scores
 
-__all__ = ["bm25_pool", "vector_pool"]
+__all__ = ["bm25_pool", "said_before", "vector_pool"]
 
 
 def bm25_pool(scores: np.ndarray, exclude: set[int], pool: int) -> dict[int, float]:
@@ -24,6 +25,14 @@ def bm25_pool(scores: np.ndarray, exclude: set[int], pool: int) -> dict[int, flo
     k = min(pool, scores.size)
     top = np.argpartition(-scores, k - 1)[:k]
     return {int(i): float(scores[i]) for i in top if scores[i] > 0}
+
+
+def said_before(scores: np.ndarray, turns: Sequence[Turn], skip: Collection[int], skip_roles: Collection[str]) -> bool:
+    """Whether a turn before the latest exchange holds a word of the query: ``scores`` is BM25 over
+    every turn (above 0 exactly where a turn holds one of the query's terms), ``turns`` the turns
+    it scored; those in ``skip`` (the latest exchange, and the one an adapter sends verbatim, the
+    query itself among them) or of a role in ``skip_roles`` (never chosen) do not count."""
+    return any(i not in skip and turns[i].role not in skip_roles for i in np.flatnonzero(scores > 0).tolist())
 
 
 def vector_pool(
