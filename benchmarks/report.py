@@ -503,6 +503,26 @@ def memory_weights_facts(m: dict[str, Any]) -> dict[str, Any]:
     return {"m": m, "rows": table(rows)}
 
 
+def memory_anchor_facts(m: dict[str, Any]) -> dict[str, Any]:
+    """Issue 64 #1: the follow-up probes' reply coverage and the questions' margin per arm (dev), and
+    each left-out set's choice on its test split beside the rule off."""
+
+    def cells(r: dict[str, Any], arms: Sequence[str]) -> dict[str, str]:
+        return {a: f"{r['follow_ups'][a]['coverage']:.2f} / {r['margins'][a]:+.3f}" for a in arms}
+
+    dev_arms = list(m["arms"])
+    dev = [{"set": NAMES[n], "tokens": b, **cells(d["dev"][b], dev_arms)} for n, d in m["datasets"].items() for b in ("256", "512", "1024")]
+    test = []
+    for n, d in m["datasets"].items():
+        for b in ("256", "512", "1024"):
+            r, pick = d["test"][b], d["lodo_choice"]["short"]
+            row = {"set": NAMES[n], "tokens": b, "probes": d["test"]["probes"], "chosen without it": pick}
+            row |= {"rule off": cells(r, ["short None"])["short None"], "left-out choice": cells(r, [f"short {pick}"])[f"short {pick}"]}
+            row |= {"shipped (0.3)": cells(r, ["short 0.3"])["short 0.3"], "always, 0.3": cells(r, ["always 0.3"])["always 0.3"]}
+            test.append(row | {"dense fill": f"{r['follow_ups']['dense fill']['coverage']:.2f}"})
+    return {"m": m, "dev": table(dev), "test": table(test)}
+
+
 def memory_heldout_facts(h: dict[str, Any]) -> dict[str, Any]:
     """The held-out check (:mod:`benchmarks.memory_heldout`): every arm and the best fill at each
     budget on both metrics, the shipped default's gain with its interval, the per-type breakdown at
@@ -1032,6 +1052,7 @@ def write() -> Path:
     facts["memory_heldout"] = memory_heldout_facts(res["memory_heldout"]) if "memory_heldout" in res else None
     facts["memory_late"] = memory_late_facts(res["memory_late"]) if "memory_late" in res else None
     facts["memory_weights"] = memory_weights_facts(res["memory_weights"]) if "memory_weights" in res else None
+    facts["memory_anchor"] = memory_anchor_facts(res["memory_anchor"]) if "memory_anchor" in res else None
     if "speed" in res:
         facts["speed"] = speed_facts(res["speed"])
     if "hierarchical" in res:

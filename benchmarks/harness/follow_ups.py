@@ -69,13 +69,14 @@ def probes(convs: list[Conversation], split: str) -> list[Conversation]:
     out: list[Conversation] = []
     for conv in convs:
         at = _replies(conv)
-        if not at:
+        if not at or not conv.questions:
             continue
         for k in range(each):
             p = at[min(len(at) - 1, (k + 1) * len(at) // (each + 1))]
             name = f"{conv.name}@{p}"
             text = asks[int(hashlib.sha256(name.encode()).hexdigest(), 16) % len(asks)]
-            q = MemoryQuestion(id=f"{name}/follow-up", text=text, evidence=(conv.turns[p].id,), category=CATEGORY)
+            dataset, key, _ = conv.questions[0].id.split(":", 2)  # the registry reads a probe's split as its conversation's
+            q = MemoryQuestion(id=f"{dataset}:{key}:follow-up@{p}", text=text, evidence=(conv.turns[p].id,), category=CATEGORY)
             out.append(Conversation(name=name, turns=conv.turns[: p + 1], questions=[q]))
             if len(out) == PER_SET:
                 return out

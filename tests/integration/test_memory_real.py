@@ -190,3 +190,27 @@ def test_a_users_own_http_client_without_a_timeout_is_named_once_in_the_log(chro
     with caplog.at_level("WARNING", logger="meve"):
         MomentaryMemory("timed-client", client=timed, embedders=[FakeEmbedder()])
     assert not any("no request timeout" in r.getMessage() for r in caplog.records)
+
+
+RECIPE = (
+    "Try a lemon chicken traybake: roast thighs with potatoes, garlic and lemon for forty minutes, then add green beans for the last ten. It is peanut-free."
+)
+
+
+@pytest.mark.parametrize(
+    "follow_up", ["Could you make that one a bit more friendly for a beginner?", "Is that something I could cook after a long day of work?"]
+)
+def test_a_long_follow_up_near_nothing_said_before_keeps_the_reply(minilm, follow_up):
+    # Over six words, and its words were said before ("more", "work"), but no earlier turn is near it
+    # in meaning (real MiniLM cosine under 0.3): it is about the reply just given (0.4.0 let the reply
+    # compete and lose at this budget).
+    from meve.retrieval.chroma import chroma_client
+
+    mem = MomentaryMemory("dana", client=chroma_client(), embedders=[minilm], config=MemoryConfig(l_max=60), collection_prefix=f"r{time.time_ns()}")
+    rows = [*CHAT, ("assistant", RECIPE)]
+    mem.add_many([{"role": r, "text": t, "timestamp": ts} for (r, t), ts in zip(rows, _stamps(len(rows)), strict=True)])
+    ctx = mem.reconstruct(follow_up)
+    assert RECIPE in ctx.text and ctx.recent_reason.startswith("no turn before the latest exchange is near the query"), ctx.recent_reason
+    subject = mem.reconstruct("Where does my sister Ana live, and what is her job there?")
+    assert subject.recent_reason.endswith("carries its own subject: the most recent turns compete by relevance")
+    assert CHAT[4][1] in subject.text

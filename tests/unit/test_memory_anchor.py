@@ -150,3 +150,12 @@ def test_recent_share_is_a_share_of_l_max(share):
 
     with pytest.raises(ConfigError, match="recent_share"):
         MemoryConfig(recent_share=share)
+
+
+@pytest.mark.parametrize("cosine", [1.5, -2, "0.3", True, float("nan")])
+def test_follow_up_cosine_is_a_cosine_or_none(cosine):
+    from meve import ConfigError
+
+    with pytest.raises(ConfigError, match=r"follow_up_cosine.*a cosine in \[-1, 1\], or None"):
+        MemoryConfig(follow_up_cosine=cosine)
+    assert MemoryConfig(follow_up_cosine=None).follow_up_cosine is None

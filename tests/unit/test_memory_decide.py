@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from meve.memory.decide import decide_recent, follow_up_words
+from meve.memory.decide import Nearby, decide_recent, follow_up_words, leans_on_latest
+
+SUBJECT = (False, "the query has 9 words (over 6) and carries its own subject")
 
 
 @pytest.mark.parametrize(
@@ -20,7 +22,7 @@ from meve.memory.decide import decide_recent, follow_up_words
 )
 def test_a_short_query_that_leans_on_the_turn_before_reads_as_a_follow_up(query: str, words: str) -> None:
     assert follow_up_words(query) == words
-    keep, why = decide_recent("auto", query)
+    keep, why = decide_recent("auto", query, SUBJECT)
     assert keep is True and repr(words) in why
 
 
@@ -35,25 +37,36 @@ def test_a_short_query_that_leans_on_the_turn_before_reads_as_a_follow_up(query:
 )
 def test_a_standalone_query_lets_the_recent_turn_compete(query: str) -> None:
     assert follow_up_words(query) is None
-    assert decide_recent("auto", query) == (False, "the query stands alone: the most recent turns compete by relevance")
+    assert decide_recent("auto", query, SUBJECT) == (False, "the query stands alone: the most recent turns compete by relevance")
 
 
 def test_keep_recent_true_and_false_ignore_the_query() -> None:
-    assert decide_recent(True, "What is TARDIS?") == (True, "keep_recent=True")
-    assert decide_recent(False, "why?") == (False, "keep_recent=False")
+    assert decide_recent(True, "What is TARDIS?", SUBJECT) == (True, "keep_recent=True")
+    assert decide_recent(False, "why?", (True, "short")) == (False, "keep_recent=False")
 
 
 @pytest.mark.parametrize(
-    ("query", "kept"),
+    ("query", "nearby", "kept", "why"),
     [
-        ("Continue", True),
-        ("Summarize your last answer", True),
-        ("Translate to French", True),
-        ("Can you turn that into a checklist?", False),
-        ("What did I tell you about my sister's job in Lisbon?", False),
+        ("Continue", Nearby(True, 0.9), True, "the query is short (1 words, at most 6)"),
+        ("Translate to French", Nearby(True, 0.9), True, "the query is short (3 words, at most 6)"),
+        ("Can you turn that into a checklist?", Nearby(False, 0.9), True, "no turn before the latest exchange holds a word"),
+        (
+            "Please rewrite the whole thing in a friendlier tone",
+            Nearby(True, 0.18),
+            True,
+            "no turn before the latest exchange is near the query (best cosine 0.18, under follow_up_cosine 0.3)",
+        ),
+        ("Please rewrite the whole thing in a friendlier tone", Nearby(True, None), False, "the query has 9 words (over 6) and carries its own subject"),
+        ("What did I tell you about my sister's job in Lisbon?", Nearby(True, 0.61), False, "the query has 11 words (over 6) and carries its own subject"),
     ],
 )
-def test_short_keeps_the_latest_exchange_for_a_query_of_at_most_six_words(query, kept):
-    keep, why = decide_recent("short", query)
-    assert keep is kept
-    assert why.startswith("the query is short") if kept else "carries its own subject" in why
+def test_short_keeps_the_latest_exchange_for_a_query_that_leans_on_it(query, nearby, kept, why):
+    leans = leans_on_latest(query, nearby, 0.3)
+    keep, reason = decide_recent("short", query, leans)
+    assert keep is kept and reason.startswith(why)
+    assert reason.endswith("the most recent turns compete by relevance") is not kept
+
+
+def test_the_cosine_rule_is_off_with_none():
+    assert leans_on_latest("Please rewrite the whole thing in a friendlier tone", Nearby(True, 0.05), None)[0] is False

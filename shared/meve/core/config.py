@@ -312,19 +312,26 @@ class MemoryConfig:
             the lines only for a query that asks about time (:func:`asks_about_time`), so other
             queries spend those tokens on turns.
         keep_recent: "short" (default) keeps the ``recent_turns`` most recent turns before anything
-            else for a query of at most six words ("Continue", "Summarize your last answer",
-            "Translate to French": it leans on what was just said) or one none of whose words a
-            turn before them holds ("Can you turn that into a checklist?": recall has nothing to
-            find), and lets them compete by relevance for any other, which carries its own
-            subject; True keeps them for every
+            else for a query that leans on them (:func:`meve.memory.decide.leans_on_latest`): one
+            of at most six words ("Continue", "Summarize your last answer", "Translate to
+            French"), one none of whose words a turn before them holds ("Can you turn that into a
+            checklist?": recall has nothing to find), or one no turn before them is near (see
+            ``follow_up_cosine``); it lets them compete by relevance for any other, which carries
+            its own subject; True keeps them for every
             query (the paper's anchor; see ``recent_share``); "auto" (0.2.0's default) only for a
             query that reads as a follow-up by a list of phrasings
             (:func:`meve.memory.decide.follow_up_words`), which misses "Continue"; False never.
             A kept turn longer than the room left is cut to its part the query matches, marked.
-        recent_share: with ``keep_recent=True``, for a query of more than six words, each kept
+        recent_share: with ``keep_recent=True``, for a query of its own subject, each kept
             recent turn keeps at most this share of ``l_max`` of its text, cut to its part the query
-            matches (or its end); a shorter query ("Continue", "Translate to French") gets them
-            whole when they fit. 1.0: whole for every query.
+            matches (or its end); a query that leans on them ("Continue", "Translate to French")
+            gets them whole when they fit. 1.0: whole for every query.
+        follow_up_cosine: a query of more than six words whose best cosine with a turn before
+            the latest exchange is below this finds nothing there to be about, so it leans on
+            that exchange ("Please rewrite the whole thing in a friendlier tone"). A cosine of
+            the first embedder; 0.3 was chosen for the default all-MiniLM-L6-v2 on the memory sets'
+            dev splits and follow-up probes (BENCHMARKS.md, "The latest exchange"): with another
+            embedder, set it for that model's cosines or None (off).
         role_cue: a query in the first person alone ("what do I ...", "my ...") asks about the
             user's own turns, one in the second person alone ("what did you ...") about the
             assistant's: the other roles' fused scores count half for that query
@@ -351,6 +358,7 @@ class MemoryConfig:
     dates: bool | Literal["auto"] = "auto"
     keep_recent: bool | Literal["auto", "short"] = "short"
     recent_share: float = 0.0625
+    follow_up_cosine: float | None = 0.3
     role_cue: bool = True
     query_sentences: bool = True
 
@@ -366,6 +374,9 @@ class MemoryConfig:
         _float("max_clock_skew_s", self.max_clock_skew_s, 0.0, 86_400.0)
         _float("partner_weight", self.partner_weight, 0.0, 1.0)
         _float("recent_share", self.recent_share, 0.0, 1.0, low_open=True)
+        cos = self.follow_up_cosine
+        if cos is not None and (isinstance(cos, bool) or not isinstance(cos, int | float) or not -1.0 <= cos <= 1.0):
+            raise ConfigError("follow_up_cosine", cos, "a cosine in [-1, 1], or None (off)")
         for flag in ("stemming", "partner_turns", "role_cue", "query_sentences"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")

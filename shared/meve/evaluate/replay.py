@@ -11,7 +11,7 @@ import numpy as np
 
 from meve.core.config import MemoryConfig
 from meve.core.tokens import TokenCounter, count_many
-from meve.memory.decide import Decisions, decide
+from meve.memory.decide import Decisions, Nearby, decide
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
@@ -41,7 +41,7 @@ class Replay:
         self._signals: dict[tuple[str, bool, int, tuple[int, ...], tuple[str, ...]], tuple[dict[int, float], dict[int, float]]] = {}
         self._rankings: dict[tuple[str, str, bool], list[int]] = {}
         self._parts: dict[tuple[str, ...], np.ndarray] = {}  # a long query's sentence vectors
-        self._said: dict[tuple[str, bool, tuple[int, ...]], bool] = {}
+        self._said: dict[tuple[str, bool, tuple[int, ...]], Nearby] = {}  # what the query finds before the latest exchange
 
     def signals(
         self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int], parts: tuple[str, ...] = ()
@@ -79,7 +79,9 @@ class Replay:
         latest = latest_turns(self.snap, cfg.recent_turns, (), ())
         said_key = (query, cfg.stemming, tuple(latest))
         if said_key not in self._said:
-            self._said[said_key] = said_before(self.bm25[cfg.stemming].get_scores(query), self.turns, set(latest), ())
+            said = said_before(self.bm25[cfg.stemming].get_scores(query), self.turns, set(latest), ())
+            cos = np.delete(self.vecs @ qvec, latest)
+            self._said[said_key] = Nearby(said, float(cos.max()) if cos.size else None)
         decided = decide(cfg, query, self._said[said_key])
         cfg = cfg.replace(dates=decided.dates)
         recent = latest if decided.keep_recent else []

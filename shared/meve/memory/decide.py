@@ -14,6 +14,7 @@ __all__ = [
     "PART_SHARE",
     "ROLE_DISCOUNT",
     "Decisions",
+    "Nearby",
     "decide",
     "decide_dates",
     "decide_parts",
@@ -21,6 +22,7 @@ __all__ = [
     "decide_recent_cap",
     "decide_role",
     "follow_up_words",
+    "leans_on_latest",
     "short_query",
 ]
 
@@ -52,38 +54,57 @@ def follow_up_words(query: str) -> str | None:
     return found.group(0).strip() if found else None
 
 
-def decide_recent(keep: bool | str, query: str, said: bool = True) -> tuple[bool, str]:
+@dataclass(frozen=True)
+class Nearby:
+    """What a rebuild reads of the turns before the latest exchange, for the query: whether one holds
+    a word of it (its BM25 terms), and the best cosine of one with it (the first embedder's; None
+    when none was searched)."""
+
+    said: bool = True
+    nearest: float | None = None
+
+
+def leans_on_latest(query: str, nearby: Nearby, threshold: float | None) -> tuple[bool, str]:
+    """Whether ``query`` leans on the latest exchange, and why: it is short (at most 6 words:
+    "Continue", "Translate to French"), or names nothing said before it (no turn before it holds a
+    word of the query: "Can you turn that into a checklist?"), or finds nothing near before it (no
+    such turn's cosine with it reaches ``threshold``: "Please rewrite the whole thing in a
+    friendlier tone"). Otherwise it carries its own subject."""
+    short, n = short_query(query)
+    if short:
+        return True, f"the query is short ({n} words, at most {_FOLLOW_UP_WORDS}): it leans on what was just said"
+    if not nearby.said:
+        return True, f"no turn before the latest exchange holds a word of the query ({n} words): it is about what was just said"
+    if threshold is not None and nearby.nearest is not None and nearby.nearest < threshold:
+        near = f"best cosine {nearby.nearest:.2f}, under follow_up_cosine {threshold:g}"
+        return True, f"no turn before the latest exchange is near the query ({near}): it is about what was just said"
+    return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject"
+
+
+def decide_recent(keep: bool | str, query: str, leans: tuple[bool, str]) -> tuple[bool, str]:
     """Whether the most recent turns are kept before anything else, and why: ``"short"`` keeps them
-    for a query of at most 6 words ("Continue", "Translate to French") and for one none of whose
-    words a turn before the latest exchange holds (``said=False``: "Can you turn that into a
-    checklist?" names nothing recall could find there, so it is about what was just said); ``"auto"`` for
-    a follow-up (:func:`follow_up_words`); otherwise they compete by relevance like any turn."""
+    for a query that leans on them (``leans``, from :func:`leans_on_latest`); ``"auto"`` for a
+    follow-up by its wording (:func:`follow_up_words`); otherwise they compete by relevance like
+    any turn."""
     if keep is True or keep is False:
         return keep, f"keep_recent={keep}"
     if keep == "short":
-        short, n = short_query(query)
-        if short:
-            return True, f"the query is short ({n} words, at most {_FOLLOW_UP_WORDS}): it leans on what was just said"
-        if not said:
-            return True, f"no turn before the latest exchange holds a word of the query ({n} words): it is about what was just said"
-        return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject: the most recent turns compete by relevance"
+        return leans if leans[0] else (False, leans[1] + ": the most recent turns compete by relevance")
     words = follow_up_words(query)
     if words:
         return True, f"the query reads as a follow-up ({words!r})"
     return False, "the query stands alone: the most recent turns compete by relevance"
 
 
-def decide_recent_cap(share: float, l_max: int, query: str, said: bool = True) -> tuple[int | None, str]:
-    """The most tokens of its text each kept recent turn may keep, and why: all the room left for a query of
-    at most 6 words ("Continue", "Translate to French": it leans on what was just said) or one
-    none of whose words a turn before the latest exchange holds (``said=False``), else
-    ``share`` x ``l_max`` (a longer query carries its own subject; the turn is cut to its part the
-    query matches, or its end, so it stays in without taking the budget of the turns asked about)."""
-    short, words = short_query(query)
-    if share >= 1.0 or short or not said:
+def decide_recent_cap(share: float, l_max: int, query: str, leans: bool) -> tuple[int | None, str]:
+    """The most tokens of its text each kept recent turn may keep, and why: all the room left for a
+    query that leans on them (:func:`leans_on_latest`), else ``share`` x ``l_max`` (a query of its
+    own subject: the turn is cut to its part the query matches, or its end, so it stays in without
+    taking the budget of the turns asked about)."""
+    if share >= 1.0 or leans:
         return None, ""
     cap = max(1, int(share * l_max))
-    return cap, f"; the query has {words} words (over {_FOLLOW_UP_WORDS}): each keeps at most {cap} tokens of its text ({share:g} of l_max {l_max})"
+    return cap, f"; the query has {short_query(query)[1]} words and its own subject: each keeps at most {cap} tokens of its text ({share:g} of l_max {l_max})"
 
 
 def decide_dates(dates: bool | str, query: str) -> tuple[bool, str]:
@@ -160,14 +181,20 @@ class Decisions:
     parts: tuple[str, ...]
     parts_reason: str
 
+    def reasons(self) -> dict[str, str]:
+        """Each decision's reason, keyed as :class:`meve.memory.records.MemoryContext` reports it."""
+        return {"dates_reason": self.dates_reason, "recent_reason": self.recent_reason, "role_reason": self.role_reason, "parts_reason": self.parts_reason}
 
-def decide(cfg: MemoryConfig, query: str, said: bool = True) -> Decisions:
+
+def decide(cfg: MemoryConfig, query: str, nearby: Nearby | None = None) -> Decisions:
     """Every per-query decision of a rebuild with ``cfg`` (dates, the most recent turns, the role
-    cue, the query's sentences), so the memory and its replay decide alike. ``said``: whether a
-    turn before the latest exchange holds a word of the query (its BM25 terms; :func:`meve.memory.signals.said_before`)."""
-    (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query, said)
+    cue, the query's sentences), so the memory and its replay decide alike. ``nearby``: what the
+    rebuild read of the turns before the latest exchange (:class:`Nearby`; None: nothing, as for
+    a query with a subject of its own)."""
+    leans = leans_on_latest(query, nearby or Nearby(), cfg.follow_up_cosine)
+    (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query, leans)
     (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
-    cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, said) if keep else (None, "")
+    cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, leans[0]) if keep else (None, "")
     return Decisions(
         dates=dates,
         dates_reason=dates_reason,

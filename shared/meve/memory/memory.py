@@ -30,12 +30,12 @@ from meve.core.languages import warn_if_unreadable
 from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
-from meve.memory.decide import decide
+from meve.memory.decide import Nearby, decide, decide_parts
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import MemoryContext, Turn, check_roles
 from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_weights, turn_traces, weigh_roles
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
-from meve.memory.signals import bm25_pool, said_before, vector_pool
+from meve.memory.signals import bm25_pool, nearest, said_before, vector_hits, vector_pool
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
@@ -339,15 +339,18 @@ class MomentaryMemory:
         with self._lock:
             snap, bm25_all = self._log.snapshot(), self._log.bm25
             skipped = {p for t in skip_ids if (p := self._log.index.get(t)) is not None and p < snap.n}
-            recent, scores = latest_turns(snap, cfg.recent_turns, skip_roles, skipped), bm25_all.get_scores(query)[: snap.n]
-            decided = decide(cfg, query, said_before(scores, snap.turns, skipped | set(recent), skip_roles))
-            cfg = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0)
-            recent = recent if decided.keep_recent else []
-            pinned = [i for i in snap.chrono if i < snap.n and i not in skipped and i not in recent and snap.turns[i].role in keep_roles] if keep_roles else []
-            cap = cfg.top_k if cfg.top_k is not None else snap.n
-            searched = snap.n > len(recent) + len(skipped) and cap > 0
-        first, pool = set(recent) | set(pinned), max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8)
-        bm25, dense = self._signals(query, snap, scores, first | skipped, pool, decided.parts) if searched else ({}, {e.name: {} for e in self.embedders})
+            latest, scores = latest_turns(snap, cfg.recent_turns, skip_roles, skipped), bm25_all.get_scores(query)[: snap.n]
+            kept_roles = [i for i in snap.chrono if i < snap.n and i not in skipped and snap.turns[i].role in keep_roles] if keep_roles else []
+        cap = cfg.top_k if cfg.top_k is not None else snap.n
+        pool, hidden = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8), skipped | set(kept_roles)
+        hits = self._hits(query, decide_parts(cfg.query_sentences, query)[0], snap, hidden, pool + len(latest)) if snap.n > len(hidden) and cap > 0 else {}
+        near = nearest(hits[self.embedders[0].name], set(latest)) if hits else None
+        decided = decide(cfg, query, Nearby(said_before(scores, snap.turns, skipped | set(latest), skip_roles), near))
+        cfg, recent = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0), latest if decided.keep_recent else []
+        first = set(recent) | set(pinned := [i for i in kept_roles if i not in recent])
+        searched = snap.n > len(first) + len(skipped) and cap > 0
+        bm25 = bm25_pool(scores, first | skipped, pool) if searched else {}
+        dense = {e.name: vector_pool(hits[e.name], first, pool) if searched and hits else {} for e in self.embedders}
         fused = weigh_roles(fuse({"bm25": bm25, **{f"dense:{n}": v for n, v in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)
         ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
         partner, counter = self._partner(snap, skip_roles, skipped), self.token_counter
@@ -361,27 +364,22 @@ class MomentaryMemory:
             l_max=cfg.l_max,
             fusion=cfg.fusion,
             dates=cfg.dates is True,
-            dates_reason=decided.dates_reason,
-            recent_reason=decided.recent_reason,
-            role_reason=decided.role_reason,
-            parts_reason=decided.parts_reason,
+            **decided.reasons(),
             ms=(time.perf_counter() - t0) * 1000.0,
             build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
         )
 
-    def _signals(
-        self, query: str, snap: Snapshot, scores: np.ndarray, exclude: set[int], pool: int, parts: tuple[str, ...] = ()
-    ) -> tuple[dict[int, float], dict[str, dict[int, float]]]:
-        """BM25 and each embedder's vector score for the past turns in the candidate pool
-        (positions); with ``parts`` (a long query's sentences), see :func:`vector_pool`."""
+    def _hits(self, query: str, parts: tuple[str, ...], snap: Snapshot, exclude: set[int], pool: int) -> dict[str, list[list[tuple[int, float]]]]:
+        """Each embedder's search of the turns outside ``exclude`` for the query and a long query's sentences (``parts``), before
+        the anchor is decided: how near the query comes to a turn before it is one of its reasons."""
         with self._lock:
             index = self._log.index
-        dense: dict[str, dict[int, float]] = {}
+        out = {}
         for emb, col in zip(self.embedders, self._store.collections, strict=True):
             queries = np.asarray(emb.encode([query, *parts]), dtype=np.float32)
             search = functools.partial(self._store.call, "search turns", col.query)
-            dense[emb.name] = vector_pool(search, queries, index, snap.n, exclude, pool, min(pool + len(exclude), snap.n))
-        return bm25_pool(scores, exclude, pool), dense
+            out[emb.name] = vector_hits(search, queries, index, snap.n, exclude, min(pool + len(exclude), snap.n))
+        return out
 
     def _partner(self, snap: Snapshot, skip: Sequence[str], skipped: Collection[int]) -> Callable[[int], int | None]:
         """:meth:`Snapshot.partner` under the lock (other writers' turns land anywhere in time); None if ``skipped``."""

@@ -13,7 +13,7 @@ import numpy as np
 from meve.memory.records import Turn
 from meve.memory.select import sentence_scores
 
-__all__ = ["bm25_pool", "said_before", "vector_pool"]
+__all__ = ["bm25_pool", "nearest", "said_before", "vector_hits", "vector_pool"]
 
 
 def bm25_pool(scores: np.ndarray, exclude: set[int], pool: int) -> dict[int, float]:
@@ -35,21 +35,32 @@ def said_before(scores: np.ndarray, turns: Sequence[Turn], skip: Collection[int]
     return any(i not in skip and turns[i].role not in skip_roles for i in np.flatnonzero(scores > 0).tolist())
 
 
-def vector_pool(
-    search: Callable[..., Mapping[str, Any]], queries: np.ndarray, index: Mapping[str, int], n: int, exclude: set[int], pool: int, n_results: int
-) -> dict[int, float]:
-    """Position -> vector score of the turns ``search`` (a Chroma collection's ``query``) finds
-    for ``queries`` (row 0 the whole query, then a long query's sentences) among the first ``n``
-    turns and outside ``exclude``, each query's ``pool`` best in one search: 1 - the cosine
-    distance for one query; for several, scored by :func:`sentence_scores`."""
+def vector_hits(
+    search: Callable[..., Mapping[str, Any]], queries: np.ndarray, index: Mapping[str, int], n: int, exclude: set[int], n_results: int
+) -> list[list[tuple[int, float]]]:
+    """What ``search`` (a Chroma collection's ``query``) finds for ``queries`` (row 0 the whole
+    query, then a long query's sentences) among the first ``n`` turns and outside ``exclude``: per
+    query, (position, cosine) best first."""
     res = search(query_embeddings=list(queries), n_results=n_results, include=["distances"])
-    hits: list[dict[int, float]] = []
+    out = []
     for ids, dists in zip(res["ids"], res["distances"], strict=True):
         found = ((_position(index, pid, n, exclude), 1.0 - float(d)) for pid, d in zip(ids, dists, strict=True))
-        # Each pool is the ``pool`` best outside ``exclude``, as the replay's (``n_results``
-        # leaves room for the excluded turns), so its lowest cosine and its min-max range agree.
-        hits.append(dict(itertools.islice(((i, c) for i, c in found if i is not None), pool)))
-    return sentence_scores(hits)
+        out.append([(i, c) for i, c in found if i is not None])
+    return out
+
+
+def vector_pool(hits: list[list[tuple[int, float]]], drop: Collection[int], pool: int) -> dict[int, float]:
+    """Position -> vector score of the turns :func:`vector_hits` found, each query's ``pool`` best
+    outside ``drop``: 1 - the cosine distance for one query; for several, scored by
+    :func:`sentence_scores`. Each pool is the ``pool`` best outside what the rebuild excludes, as
+    the replay's, so its lowest cosine and its min-max range agree."""
+    return sentence_scores([dict(itertools.islice(((i, c) for i, c in h if i not in drop), pool)) for h in hits])
+
+
+def nearest(hits: list[list[tuple[int, float]]], skip: Collection[int]) -> float | None:
+    """The whole query's best cosine with a turn outside ``skip`` (the latest exchange), or None
+    when the search found no such turn."""
+    return next((c for i, c in hits[0] if i not in skip), None) if hits else None
 
 
 def _position(index: Mapping[str, int], pid: str, n: int, exclude: set[int]) -> int | None:
