@@ -150,6 +150,13 @@ the other six sets' dev splits; the in-distribution pick on all seven), the same
 ``MemoryConfig()`` was fixed before these sets existed, so its rows on their test splits are the
 first clean held-out figures of this protocol since LongMemEval's first read.
 
+Issue 64's sixth run (2026-11-28) changes one per-query decision, chosen in
+``benchmarks/memory_anchor.py`` (follow-up probes, dev splits): a query of more than six words whose
+best cosine with a turn before the latest exchange is under ``follow_up_cosine`` (0.3) leans on that
+exchange, as a short one does (and, since 4689a87, one none of whose words such a turn holds). It is
+part of every setting of the same 18 (it changes what ``keep_recent="short"`` keeps, and for
+``True`` which queries get the exchange whole); nothing else changes.
+
 Protocol, fixed before the run:
 1. On each dev split, at l_max 256, 512 and 1024: dense-fill, BM25-fill (stemmed or plain, whichever
    is better on that dev split at 512) and hybrid-fill (RRF), each filling the budget in its rank
@@ -200,7 +207,15 @@ BUDGETS = (256, 512, 1024)
 # memory tune grid.
 GRID: list[dict[str, Any]] = list(MEMORY_GRID)
 # MemoryConfig() as shipped (issue 64's third run: not the protocol's pick; the docstring says why).
-SHIPPED = {"fusion": "weighted", "weights": {"bm25": 0.5, "dense": 0.5}, "dates": "auto", "keep_recent": "short", "partner_turns": True, "partner_weight": 0.5}
+SHIPPED = {
+    "fusion": "weighted",
+    "weights": {"bm25": 0.5, "dense": 0.5},
+    "dates": "auto",
+    "keep_recent": "short",
+    "follow_up_cosine": 0.3,
+    "partner_turns": True,
+    "partner_weight": 0.5,
+}
 # The default 0.2.0 shipped: the most recent turn kept only for a query that reads as a follow-up.
 RELEASE_020 = {
     "fusion": "weighted",
