@@ -41,7 +41,7 @@ import numpy as np
 
 from benchmarks import memory_lodo as ml
 from benchmarks.harness.common import embedder
-from benchmarks.harness.conversations import Conversation, Replay
+from benchmarks.harness.conversations import Replay
 from benchmarks.harness.follow_ups import probes
 from benchmarks.harness.splits import write_fitted
 from meve import get_token_counter
@@ -78,12 +78,6 @@ def follow_ups(rps: list[Replay], qvecs: list[np.ndarray], l_max: int, arms: dic
     return out
 
 
-def _probes(convs: list[Conversation], split: str) -> tuple[list[Replay], list[np.ndarray]]:
-    emb, counter = embedder(), get_token_counter()
-    rps = [Replay(c, counter, emb.encode, emb.name) for c in probes(convs, split)]
-    return rps, [emb.encode([rp.conv.questions[0].text]) for rp in rps]
-
-
 def _rows(rps: list[Replay], qv: list[np.ndarray], prb: tuple[list[Replay], list[np.ndarray]], stem: bool, arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rows: dict[str, Any] = {"probes": len(prb[0])}
     for b in ml.BUDGETS:
@@ -111,17 +105,15 @@ def run(data: Path) -> dict[str, Any]:
     dev: dict[str, Any] = {}
     for n in ml.LODO_SETS:
         rps, qv, stem = ml.dev_replays(sets[n]["dev"])
-        dev[n] = _rows(rps, qv, _probes(sets[n]["dev"], "dev"), stem, ARMS) | {"bm25_stemmed": stem}
+        dev[n] = _rows(rps, qv, ml.replays_of(probes(sets[n]["dev"], "dev")), stem, ARMS) | {"bm25_stemmed": stem}
         print(f"memory_anchor: {n} dev done at {time.perf_counter() - t0:.0f}s", flush=True)
     default = {m: choose(dev, list(ml.LODO_SETS), m) for m in MODES}
     out["default"] = default
     for n in ml.LODO_SETS:
         picked = {m: choose(dev, [x for x in ml.LODO_SETS if x != n], m) for m in MODES}
         arms = {f"{m} {c}": ARMS[f"{m} {c}"] for m in MODES for c in {None, picked[m], default[m]}}
-        emb, counter = embedder(), get_token_counter()
-        rps = [Replay(c, counter, emb.encode, emb.name) for c in sets[n]["test"]]  # the dev split's BM25 choice, not the test's
-        qv = [emb.encode([q.text for q in rp.conv.questions]) for rp in rps]
-        test = _rows(rps, qv, _probes(sets[n]["test"], "test"), dev[n]["bm25_stemmed"], arms)
+        rps, qv = ml.replays_of(sets[n]["test"])  # with the dev split's BM25 choice, not the test's
+        test = _rows(rps, qv, ml.replays_of(probes(sets[n]["test"], "test")), dev[n]["bm25_stemmed"], arms)
         out["datasets"][n] = {"dev": dev[n], "lodo_choice": picked, "test": test}
         print(f"memory_anchor: {n} test done at {time.perf_counter() - t0:.0f}s", flush=True)
     items = [q.id for n in ml.LODO_SETS for c in [*sets[n]["dev"], *probes(sets[n]["dev"], "dev")] for q in c.questions]

@@ -42,10 +42,9 @@ import time
 from typing import Any
 
 from benchmarks.harness.common import RESULTS, embedder
-from benchmarks.harness.conversations import LONGMEMEVAL_HELDOUT, LONGMEMEVAL_SAMPLE, Replay, longmemeval
+from benchmarks.harness.conversations import LONGMEMEVAL_HELDOUT, LONGMEMEVAL_SAMPLE, longmemeval
 from benchmarks.harness.lodo import gain_interval
-from benchmarks.memory_lodo import AT_START, BUDGET, BUDGETS, METRICS, PAPER, RELEASE_020, baselines, real_memory, score, setting
-from meve import get_token_counter
+from benchmarks.memory_lodo import AT_START, BUDGET, BUDGETS, METRICS, PAPER, RELEASE_020, baselines, real_memory, replays_of, score, setting
 
 ARMS: dict[str, dict[str, Any]] = {
     "shipped": {},  # MemoryConfig()'s own defaults
@@ -64,14 +63,13 @@ def _stemmed() -> bool:
 
 def run() -> dict[str, Any]:
     t0 = time.perf_counter()
-    emb, counter = embedder(), get_token_counter()
+    emb = embedder()
     seen = {line.split()[-1] for line in LONGMEMEVAL_SAMPLE.read_text().splitlines()}
     fresh = {line.split()[-1] for line in LONGMEMEVAL_HELDOUT.read_text().splitlines()}
     if seen & fresh:
         raise ValueError(f"the held-out sample shares {len(seen & fresh)} questions with the LODO sample")
     convs = [c for part in longmemeval(sample=LONGMEMEVAL_HELDOUT).values() for c in part]
-    replays = [Replay(c, counter, emb.encode, emb.name) for c in convs]
-    qvecs = [emb.encode([q.text for q in rp.conv.questions]) for rp in replays]
+    replays, qvecs = replays_of(convs)
     emb.save()
     print(f"memory_heldout: {len(convs)} questions ready at {time.perf_counter() - t0:.0f}s", flush=True)
     stem = _stemmed()

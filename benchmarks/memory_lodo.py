@@ -314,12 +314,16 @@ def stemming_helps(replays: list[Replay], qvecs: list[np.ndarray]) -> bool:
     return bool(score(replays, qvecs, fill("bm25", BUDGET, True))[METRIC] >= score(replays, qvecs, fill("bm25", BUDGET, False))[METRIC])
 
 
-def dev_replays(convs: list[Conversation], make: Any = Replay) -> tuple[list[Replay], list[np.ndarray], bool]:
-    """A split's replays (``make``: :class:`Replay` or a subclass), their questions' vectors, and
-    :func:`stemming_helps` over them."""
+def replays_of(convs: list[Conversation], make: Any = Replay) -> tuple[list[Replay], list[np.ndarray]]:
+    """Conversations' replays (``make``: :class:`Replay` or a subclass) and their questions' vectors."""
     emb, counter = embedder(), get_token_counter()
     replays = [make(c, counter, emb.encode, emb.name) for c in convs]
-    qvecs = [emb.encode([q.text for q in rp.conv.questions]) for rp in replays]
+    return replays, [emb.encode([q.text for q in rp.conv.questions]) for rp in replays]
+
+
+def dev_replays(convs: list[Conversation], make: Any = Replay) -> tuple[list[Replay], list[np.ndarray], bool]:
+    """A dev split's :func:`replays_of`, and :func:`stemming_helps` over them."""
+    replays, qvecs = replays_of(convs, make)
     return replays, qvecs, stemming_helps(replays, qvecs)
 
 
@@ -360,11 +364,11 @@ def real_memory(convs: list[Conversation], chosen: dict[str, Any], l_max: int) -
 
 def run(data: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
-    emb, counter = embedder(), get_token_counter()
     sets = conversations(data)
-    replays = {n: {s: [Replay(c, counter, emb.encode, emb.name) for c in convs] for s, convs in d.items()} for n, d in sets.items()}
-    qvecs = {n: {s: [emb.encode([q.text for q in rp.conv.questions]) for rp in rps] for s, rps in d.items()} for n, d in replays.items()}
-    emb.save()
+    made = {n: {s: replays_of(convs) for s, convs in d.items()} for n, d in sets.items()}
+    replays = {n: {s: rq[0] for s, rq in d.items()} for n, d in made.items()}
+    qvecs = {n: {s: rq[1] for s, rq in d.items()} for n, d in made.items()}
+    embedder().save()
     print(f"memory: data ready at {time.perf_counter() - t0:.0f}s", flush=True)
     dev: dict[str, Any] = {}
     for n in LODO_SETS:

@@ -507,18 +507,17 @@ def memory_anchor_facts(m: dict[str, Any]) -> dict[str, Any]:
     """Issue 64 #1: the follow-up probes' reply coverage and the questions' margin per arm (dev), and
     each left-out set's choice on its test split beside the rule off."""
 
-    def cells(r: dict[str, Any], arms: Sequence[str]) -> dict[str, str]:
-        return {a: f"{r['follow_ups'][a]['coverage']:.2f} / {r['margins'][a]:+.3f}" for a in arms}
+    def cell(r: dict[str, Any], arm: str) -> str:
+        return f"{r['follow_ups'][arm]['coverage']:.2f} / {r['margins'][arm]:+.3f}"
 
-    dev_arms = list(m["arms"])
-    dev = [{"set": NAMES[n], "tokens": b, **cells(d["dev"][b], dev_arms)} for n, d in m["datasets"].items() for b in ("256", "512", "1024")]
+    dev = [{"set": NAMES[n], "tokens": b, **{a: cell(d["dev"][b], a) for a in m["arms"]}} for n, d in m["datasets"].items() for b in ("256", "512", "1024")]
     test = []
     for n, d in m["datasets"].items():
         for b in ("256", "512", "1024"):
             r, pick = d["test"][b], d["lodo_choice"]["short"]
             row = {"set": NAMES[n], "tokens": b, "probes": d["test"]["probes"], "chosen without it": pick}
-            row |= {"rule off": cells(r, ["short None"])["short None"], "left-out choice": cells(r, [f"short {pick}"])[f"short {pick}"]}
-            row |= {"shipped (0.3)": cells(r, ["short 0.3"])["short 0.3"], "always, 0.3": cells(r, ["always 0.3"])["always 0.3"]}
+            row |= {"rule off": cell(r, "short None"), "left-out choice": cell(r, f"short {pick}")}
+            row |= {"shipped (0.3)": cell(r, "short 0.3"), "always, 0.3": cell(r, "always 0.3")}
             test.append(row | {"dense fill": f"{r['follow_ups']['dense fill']['coverage']:.2f}"})
     return {"m": m, "dev": table(dev), "test": table(test)}
 

@@ -55,7 +55,7 @@ PER_SET = 30  # probes per set and split at most (spread over its conversations)
 
 
 def _replies(conv: Conversation) -> list[int]:
-    """Positions of replies: a turn by another role than the one before it, after MIN_HISTORY turns."""
+    """Positions of replies: a turn answering a user turn (the one before it, by the user), after MIN_HISTORY turns."""
     t = conv.turns
     return [i for i in range(MIN_HISTORY + 1, len(t)) if t[i].role != t[i - 1].role and t[i - 1].role == "user"]
 

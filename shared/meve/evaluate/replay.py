@@ -41,7 +41,7 @@ class Replay:
         self._signals: dict[tuple[str, bool, int, tuple[int, ...], tuple[str, ...]], tuple[dict[int, float], dict[int, float]]] = {}
         self._rankings: dict[tuple[str, str, bool], list[int]] = {}
         self._parts: dict[tuple[str, ...], np.ndarray] = {}  # a long query's sentence vectors
-        self._said: dict[tuple[str, bool, tuple[int, ...]], Nearby] = {}  # what the query finds before the latest exchange
+        self._nearby: dict[tuple[str, bool, tuple[int, ...]], Nearby] = {}  # what the query finds before the latest exchange
 
     def signals(
         self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int], parts: tuple[str, ...] = ()
@@ -77,12 +77,12 @@ class Replay:
         """The first half of :meth:`memory`: the query's decisions, the anchored turns, and every
         candidate's fused score (a benchmark may rescore them before :meth:`select`)."""
         latest = latest_turns(self.snap, cfg.recent_turns, (), ())
-        said_key = (query, cfg.stemming, tuple(latest))
-        if said_key not in self._said:
+        key_near = (query, cfg.stemming, tuple(latest))
+        if key_near not in self._nearby:
             said = said_before(self.bm25[cfg.stemming].get_scores(query), self.turns, set(latest), ())
             cos = np.delete(self.vecs @ qvec, latest)
-            self._said[said_key] = Nearby(said, float(cos.max()) if cos.size else None)
-        decided = decide(cfg, query, self._said[said_key])
+            self._nearby[key_near] = Nearby(said, float(cos.max()) if cos.size else None)
+        decided = decide(cfg, query, self._nearby[key_near])
         cfg = cfg.replace(dates=decided.dates)
         recent = latest if decided.keep_recent else []
         bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
