@@ -496,11 +496,30 @@ def memory_late_facts(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def memory_weights_facts(m: dict[str, Any]) -> dict[str, Any]:
-    """The BM25 weight's trade on the dev splits: each weight's margin over the best fill, per set and budget."""
-    rows = [
-        {"set": NAMES[n], "tokens": b, **{f"BM25 weight {w}": r["margins"][w] for w in r["margins"]}} for n, d in m["datasets"].items() for b, r in d.items()
+    """The BM25 weight's trade on the dev splits, and two per-query choices of which signal to
+    trust: each arm's margin over the best fill, per set and budget; how often each choice fires;
+    each against the rule it was judged by."""
+
+    def head(arm: str) -> str:
+        return f"BM25 weight {arm}" if arm[0].isdigit() else arm
+
+    rows = [{"set": NAMES[n], "tokens": b, **{head(a): r["margins"][a] for a in r["margins"]}} for n, d in m["datasets"].items() for b, r in d.items()]
+    fires = [
+        {"set": NAMES[n], "names nothing (the weight's arms fire)": f["unnamed"], "the addressee changes the cue": f["addressee"]}
+        for n, f in m.get("fires", {}).items()
     ]
-    return {"m": m, "rows": table(rows)}
+    verdicts = [
+        {
+            "arm": a,
+            "rows below the shipped": v["rows_below"],
+            "worst change": v["worst"],
+            "mean margin": v["mean"],
+            "shipped's mean": v["shipped_mean"],
+            "kept by the rule": v["kept"],
+        }
+        for a, v in m.get("verdicts", {}).items()
+    ]
+    return {"m": m, "rows": table(rows), "fires": table(fires), "verdicts": table(verdicts), "v": m.get("verdicts", {})}
 
 
 def memory_anchor_facts(m: dict[str, Any]) -> dict[str, Any]:

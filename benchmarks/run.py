@@ -63,7 +63,8 @@ SECTIONS = (
 # every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63); recall of a long chunk
 # by the depth of its evidence, with and without the later windows' vectors (issue 63 #3); meve's cost over
 # 1,024-token nodes against the frameworks' cross-encoder rerankers, same process (issue 63 #4); the late-interaction
-# signal for chat memory on dev splits (issue 64 #3); the BM25 weight's trade across the memory sets (dev).
+# signal for chat memory on dev splits (issue 64 #3); the BM25 weight's trade, and two per-query choices of which
+# signal to trust, across the memory sets (dev).
 OPT_IN = (
     "context_long",
     "long_orderings",
