@@ -77,35 +77,41 @@ def held_out_sets(data: Path, test_limit: int, names: Sequence[str]) -> tuple[di
     return load_sets(data, 0, test_limit, todo), {"sets": todo, "skipped": sorted(set(names) - set(todo))}
 
 
+def one_variant(ds: Dataset, variant: str, li: Any, disk: Any) -> dict[str, Any]:
+    """One set's test split cut into ``variant``'s chunks: the top-k curves, the fills cut at
+    ``t_max``, and each arm against both (``li``, ``disk``: the verifier and its cache on disk)."""
+    counter = get_token_counter()
+    part = long_variant(ds, variant, counter).splits["test"]
+    corpus = Corpus(f"{ds.name}-{variant}-test", part.ids, part.texts, li)
+    points: Points = {}
+    curves = measure_curves(corpus, part.questions, counter, points=points)
+    ref = curves["dense"][REFERENCE_K - 1]["tokens"]
+    fills = {f"{r}_fill": evaluate(_fill(corpus, r, MeVeConfig().t_max), part.questions, counter) for r in BASELINES}
+    arms = {}
+    for label, setting in _arms().items():
+        scores: list[tuple[float, float]] = []
+        row = _row(corpus, part.questions, setting, scores)
+        arms[label] = arm_summary(row, curves, ref, lodo.margin_interval(scores, points))
+        best = max(fills, key=lambda f: fills[f]["evidence"])
+        arms[label].update(best_fill=best, over_best_fill=round(row["evidence"] - fills[best]["evidence"], 4))
+    corpus.close()
+    disk.save(li.cache)
+    tokens = [counter.count(t) for t in part.texts]
+    summary = {"questions": len(part.questions), "passages": len(part.ids), "passage_tokens_mean": round(sum(tokens) / max(1, len(tokens)), 1)}
+    return {**summary, "baselines": curves, "fills": fills, "arms": arms}
+
+
 def run(data: Path, test_limit: int = 300, variants: Sequence[str] = VARIANTS, names: Sequence[str] = LOCAL_SETS) -> dict[str, Any]:
     """Each variant's test splits at ``t_max`` 512 (module docstring)."""
     t0 = time.perf_counter()
-    counter = get_token_counter()
     sets, which = held_out_sets(data, test_limit, names)
     li, disk = default_verifier()
     out: dict[str, Any] = {"protocol": __doc__, "t_max": MeVeConfig().t_max, **which, "variants": {}}
     for variant in variants:
         result: dict[str, Any] = {}
         for name, ds in sets.items():
-            part = long_variant(ds, variant, counter).splits["test"]
-            corpus = Corpus(f"{name}-{variant}-test", part.ids, part.texts, li)
-            points: Points = {}
-            curves = measure_curves(corpus, part.questions, counter, points=points)
-            ref = curves["dense"][REFERENCE_K - 1]["tokens"]
-            fills = {f"{r}_fill": evaluate(_fill(corpus, r, MeVeConfig().t_max), part.questions, counter) for r in BASELINES}
-            arms = {}
-            for label, setting in _arms().items():
-                scores: list[tuple[float, float]] = []
-                row = _row(corpus, part.questions, setting, scores)
-                arms[label] = arm_summary(row, curves, ref, lodo.margin_interval(scores, points))
-                best = max(fills, key=lambda f: fills[f]["evidence"])
-                arms[label].update(best_fill=best, over_best_fill=round(row["evidence"] - fills[best]["evidence"], 4))
-            corpus.close()
-            disk.save(li.cache)
-            tokens = [counter.count(t) for t in part.texts]
-            result[name] = {"questions": len(part.questions), "passages": len(part.ids), "passage_tokens_mean": round(sum(tokens) / max(1, len(tokens)), 1)}
-            result[name].update(baselines=curves, fills=fills, arms=arms)
-            print(f"long_default: {variant} {name} done at {time.perf_counter() - t0:.0f}s: {arms['shipped']}", flush=True)
+            result[name] = one_variant(ds, variant, li, disk)
+            print(f"long_default: {variant} {name} done at {time.perf_counter() - t0:.0f}s: {result[name]['arms']['shipped']}", flush=True)
         out["variants"][variant] = result
     out["elapsed_s"] = round(time.perf_counter() - t0, 1)
     return out

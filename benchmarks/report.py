@@ -274,6 +274,41 @@ def long_default_facts(d: dict[str, Any]) -> dict[str, Any]:
     return {"variants": variants, "targets": targets, "d": d}
 
 
+def long_order_facts(d: dict[str, Any], ranked: dict[str, Any] | None) -> dict[str, Any]:
+    """MS MARCO's long-chunk rows with each query's passages out of BM25 order, beside
+    ``long_default``'s (``ranked``) in BM25 order: each arm's and each fill's evidence at t_max."""
+    rows = []
+    for variant, found in d["variants"].items():
+        r = found["msmarco"]
+        before = (ranked or {}).get("variants", {}).get(variant, {}).get("msmarco")
+        for arm, a in r["arms"].items():
+            was = before["arms"][arm] if before else None
+            rows.append(
+                {
+                    "variant": variant,
+                    "arm or fill": arm,
+                    "evidence, BM25 order": was["evidence"] if was else None,
+                    "evidence, out of order": a["evidence"],
+                    "tokens": a["tokens"],
+                    "over the best fill, BM25 order": f"{was['over_best_fill']:+.4f}" if was else None,
+                    "over the best fill, out of order": f"{a['over_best_fill']:+.4f} ({a['best_fill']})",
+                }
+            )
+        for fill, f in r["fills"].items():
+            rows.append(
+                {
+                    "variant": variant,
+                    "arm or fill": fill,
+                    "evidence, BM25 order": before["fills"][fill]["evidence"] if before else None,
+                    "evidence, out of order": f["evidence"],
+                    "tokens": f["tokens"],
+                }
+            )
+    shipped = {v: f["msmarco"]["arms"]["shipped"] for v, f in d["variants"].items()}
+    fills = {v: max(x["evidence"] for x in f["msmarco"]["fills"].values()) for v, f in d["variants"].items()}
+    return {"d": d, "rows": table(rows), "shipped": shipped, "best_fill": fills}
+
+
 def long_depth_facts(d: dict[str, Any]) -> dict[str, Any]:
     """Per long-chunk variant: recall of a gold chunk by the evidence's depth, with and without windows."""
     variants, targets = [], []
@@ -1061,6 +1096,7 @@ def write() -> Path:
     facts["context_long"] = context_long_facts(res["context_long"]) if "context_long" in res else None
     facts["long_orderings"] = long_orderings_facts(res["long_orderings"]) if "long_orderings" in res else None
     facts["long_default"] = long_default_facts(res["long_default"]) if "long_default" in res else None
+    facts["long_order"] = long_order_facts(res["long_order"], res.get("long_default")) if "long_order" in res else None
     facts["long_depth"] = long_depth_facts(res["long_depth"]) if "long_depth" in res else None
     facts["long_rerank"] = long_rerank_facts(res["long_rerank"]) if "long_rerank" in res else None
     facts["tune"] = tune_facts(res["tune"]) if "tune" in res else None

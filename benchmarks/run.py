@@ -29,6 +29,7 @@ SECTIONS = (
     "context_long",
     "long_orderings",
     "long_default",
+    "long_order",
     "long_depth",
     "long_rerank",
     "tune",
@@ -60,7 +61,8 @@ SECTIONS = (
 # a second LongMemEval_S sample, read once; its run must not be repeated to choose anything); how often a
 # tuner on 50 dev questions can beat the default, and the ceiling of its grid (issue 50; about 40 minutes); how good
 # the verifier's own order is over long chunks, against other orders (issue 52; dev splits only, minutes once cached);
-# every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63); recall of a long chunk
+# every default (t_max 512, the cut) over the long-chunk variants' test splits (issue 63), and its MS MARCO rows with
+# each query's passages out of BM25 order (a control); recall of a long chunk
 # by the depth of its evidence, with and without the later windows' vectors (issue 63 #3); meve's cost over
 # 1,024-token nodes against the frameworks' cross-encoder rerankers, same process (issue 63 #4); the late-interaction
 # signal for chat memory on dev splits (issue 64 #3); the BM25 weight's trade, and two per-query choices of which
@@ -69,6 +71,7 @@ OPT_IN = (
     "context_long",
     "long_orderings",
     "long_default",
+    "long_order",
     "long_depth",
     "long_rerank",
     "tune",
@@ -140,6 +143,10 @@ def main() -> None:
 
         variants = args.long_variants.split(",") if args.long_variants else LONG_VARIANTS
         save("long_orderings", long_orderings.run(data, variants=variants, dev_limit=200 if full else 40))
+    if "long_order" in only:
+        from benchmarks import long_order
+
+        save("long_order", long_order.run(data, test_limit=300 if full else 40))
     if "long_default" in only:
         from benchmarks import long_default
 
