@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from meve import MemoryConfig, MomentaryMemory, SentenceTransformerEmbedder
+from meve.memory import decide
 from meve.memory.decide import Nearby, decide_recent, follow_up_words, leans_on_latest
 
 SUBJECT = (False, "the query has 9 words (over 6) and carries its own subject")
@@ -70,3 +72,23 @@ def test_short_keeps_the_latest_exchange_for_a_query_that_leans_on_it(query, nea
 
 def test_the_cosine_rule_is_off_with_none():
     assert leans_on_latest("Please rewrite the whole thing in a friendlier tone", Nearby(True, 0.05), None)[0] is False
+
+
+def test_the_default_follow_up_cosine_warns_once_for_an_embedder_not_chosen_on(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decide, "_warned", set())
+    with caplog.at_level("WARNING", logger="meve"):
+        assert decide.warn_if_unfitted(0.3, "e5-large-v2")
+        assert not decide.warn_if_unfitted(0.3, "e5-large-v2")  # once per embedder in a process
+        assert not decide.warn_if_unfitted(0.3, "all-MiniLM-L6-v2 (int8)")  # the model it was chosen on
+        assert not decide.warn_if_unfitted(0.45, "bge-small")  # a value the user set for it
+        assert not decide.warn_if_unfitted(None, "bge-small")  # the rule off
+    assert caplog.text.count("follow_up_cosine 0.3") == 1 and "'e5-large-v2'" in caplog.text and "None" in caplog.text
+
+
+def test_a_memory_with_another_embedder_says_the_default_cosine_is_not_its_scale(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decide, "_warned", set())
+    with caplog.at_level("WARNING", logger="meve"):  # no model loads until an embedder encodes
+        MomentaryMemory("warned", embedders=[SentenceTransformerEmbedder(name="my-embedder")]).close()
+        MomentaryMemory("quiet", embedders=[SentenceTransformerEmbedder(name="my-other")], config=MemoryConfig(follow_up_cosine=None)).close()
+        MomentaryMemory("default", embedders=[SentenceTransformerEmbedder()]).close()
+    assert "'my-embedder'" in caplog.text and "'my-other'" not in caplog.text and caplog.text.count("follow_up_cosine 0.3") == 1

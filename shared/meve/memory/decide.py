@@ -6,9 +6,10 @@ what the context's trace says about it, so every decision is explained where it 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from meve.core.config import MemoryConfig, time_words
+from meve.core.logs import log
 
 __all__ = [
     "PART_SHARE",
@@ -24,6 +25,7 @@ __all__ = [
     "follow_up_words",
     "leans_on_latest",
     "short_query",
+    "warn_if_unfitted",
 ]
 
 # A query that leans on the turn before it: a pronoun or demonstrative standing for something said
@@ -79,6 +81,31 @@ def leans_on_latest(query: str, nearby: Nearby, threshold: float | None) -> tupl
         near = f"best cosine {nearby.nearest:.2f}, under follow_up_cosine {threshold:g}"
         return True, f"no turn before the latest exchange is near the query ({near}): it is about what was just said"
     return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject"
+
+
+#: The embedder whose cosines ``MemoryConfig.follow_up_cosine``'s default was chosen on.
+FOLLOW_UP_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_COSINE = next(f.default for f in fields(MemoryConfig) if f.name == "follow_up_cosine")
+_warned: set[str] = set()
+
+
+def warn_if_unfitted(cosine: float | None, embedder: str) -> bool:
+    """Log a warning (once per embedder name in a process) when the default ``follow_up_cosine``
+    meets an embedder it was not chosen for: another model's cosines sit elsewhere (some never fall
+    under 0.3, so the rule would never fire), and a silent threshold would decide on a scale it
+    does not know. Whether it warned."""
+    if cosine is None or cosine != _DEFAULT_COSINE or FOLLOW_UP_MODEL in embedder or embedder in _warned:
+        return False
+    _warned.add(embedder)
+    log.warning(
+        "meve: follow_up_cosine %g is a cosine of %s, the default embedder; the memory's first embedder is %r, whose cosines "
+        "may sit elsewhere. Set MemoryConfig(follow_up_cosine=...) for its scale, or None to decide follow-ups by their words "
+        "alone (docs/concepts/memory.md, 'The latest exchange')",
+        cosine,
+        FOLLOW_UP_MODEL,
+        embedder,
+    )
+    return True
 
 
 def decide_recent(keep: bool | str, query: str, leans: tuple[bool, str]) -> tuple[bool, str]:

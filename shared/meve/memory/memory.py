@@ -30,7 +30,7 @@ from meve.core.languages import warn_if_unreadable
 from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
-from meve.memory.decide import Nearby, decide, decide_parts
+from meve.memory.decide import Nearby, decide, decide_parts, warn_if_unfitted
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import MemoryContext, Turn, check_roles
 from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_weights, turn_traces, weigh_roles
@@ -80,6 +80,7 @@ class MomentaryMemory:
         if len(set(names)) != len(names):
             raise InputError(f"embedders must have distinct names, got {names}")
         validate_weights(self.config.weights, tuple(names))
+        warn_if_unfitted(self.config.follow_up_cosine, names[0])
         # A path is meve's to open and to release on close(); a client given is the caller's.
         self._owned_path = path
         self._closed = False
