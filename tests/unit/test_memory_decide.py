@@ -76,13 +76,16 @@ def test_the_cosine_rule_is_off_with_none():
 
 def test_the_default_follow_up_cosine_warns_once_for_an_embedder_not_chosen_on(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(decide, "_warned", set())
+    default = MemoryConfig()
     with caplog.at_level("WARNING", logger="meve"):
-        assert decide.warn_if_unfitted(0.3, "e5-large-v2")
-        assert not decide.warn_if_unfitted(0.3, "e5-large-v2")  # once per embedder in a process
-        assert not decide.warn_if_unfitted(0.3, "all-MiniLM-L6-v2 (int8)")  # the model it was chosen on
-        assert not decide.warn_if_unfitted(0.45, "bge-small")  # a value the user set for it
-        assert not decide.warn_if_unfitted(None, "bge-small")  # the rule off
-    assert caplog.text.count("follow_up_cosine 0.3") == 1 and "'e5-large-v2'" in caplog.text and "None" in caplog.text
+        assert decide.warn_if_unfitted(default, "e5-large-v2")
+        assert not decide.warn_if_unfitted(default, "e5-large-v2")  # once per embedder in a process
+        assert not decide.warn_if_unfitted(default, "all-MiniLM-L6-v2 (int8)")  # the model it was chosen on
+        assert not decide.warn_if_unfitted(MemoryConfig(follow_up_cosine=0.45), "bge-small")  # a value the user set for it
+        assert not decide.warn_if_unfitted(MemoryConfig(follow_up_cosine=None), "bge-small")  # the rule off
+        assert not decide.warn_if_unfitted(MemoryConfig(keep_recent="auto"), "bge-small")  # the rule unused
+        assert decide.warn_if_unfitted(MemoryConfig(keep_recent=True), "bge-small")  # used by True too
+    assert caplog.text.count("follow_up_cosine 0.3") == 2 and "'e5-large-v2'" in caplog.text and "None" in caplog.text
 
 
 def test_a_memory_with_another_embedder_says_the_default_cosine_is_not_its_scale(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:

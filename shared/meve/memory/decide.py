@@ -89,12 +89,14 @@ _DEFAULT_COSINE = next(f.default for f in fields(MemoryConfig) if f.name == "fol
 _warned: set[str] = set()
 
 
-def warn_if_unfitted(cosine: float | None, embedder: str) -> bool:
-    """Log a warning (once per embedder name in a process) when the default ``follow_up_cosine``
-    meets an embedder it was not chosen for: another model's cosines sit elsewhere (some never fall
-    under 0.3, so the rule would never fire), and a silent threshold would decide on a scale it
-    does not know. Whether it warned."""
-    if cosine is None or cosine != _DEFAULT_COSINE or FOLLOW_UP_MODEL in embedder or embedder in _warned:
+def warn_if_unfitted(cfg: MemoryConfig, embedder: str) -> bool:
+    """Log a warning (once per embedder name in a process) when ``cfg`` uses the default
+    ``follow_up_cosine`` (``keep_recent`` "short" or True) with an embedder it was not chosen for:
+    another model's cosines sit elsewhere (some never fall under 0.3, so the rule would never
+    fire), and a silent threshold would decide on a scale it does not know. Whether it warned."""
+    cosine = cfg.follow_up_cosine
+    used = cfg.keep_recent == "short" or cfg.keep_recent is True
+    if not used or cosine is None or cosine != _DEFAULT_COSINE or FOLLOW_UP_MODEL in embedder or embedder in _warned:
         return False
     _warned.add(embedder)
     log.warning(

@@ -80,7 +80,7 @@ class MomentaryMemory:
         if len(set(names)) != len(names):
             raise InputError(f"embedders must have distinct names, got {names}")
         validate_weights(self.config.weights, tuple(names))
-        warn_if_unfitted(self.config.follow_up_cosine, names[0])
+        warn_if_unfitted(self.config, names[0])
         # A path is meve's to open and to release on close(); a client given is the caller's.
         self._owned_path = path
         self._closed = False
