@@ -94,4 +94,9 @@ def test_a_memory_with_another_embedder_says_the_default_cosine_is_not_its_scale
         MomentaryMemory("warned", embedders=[SentenceTransformerEmbedder(name="my-embedder")]).close()
         MomentaryMemory("quiet", embedders=[SentenceTransformerEmbedder(name="my-other")], config=MemoryConfig(follow_up_cosine=None)).close()
         MomentaryMemory("default", embedders=[SentenceTransformerEmbedder()]).close()
-    assert "'my-embedder'" in caplog.text and "'my-other'" not in caplog.text and caplog.text.count("follow_up_cosine 0.3") == 1
+        auto = MomentaryMemory("auto", embedders=[SentenceTransformerEmbedder(name="per-call")], config=MemoryConfig(keep_recent="auto"))
+        assert "'per-call'" not in caplog.text  # the rule unused by its config
+        auto.reconstruct("What did we say?", keep_recent="short")  # ... until a call applies it (an empty session: no model loads)
+        auto.close()
+    assert "'my-embedder'" in caplog.text and "'my-other'" not in caplog.text and "'per-call'" in caplog.text
+    assert caplog.text.count("follow_up_cosine 0.3") == 2

@@ -335,6 +335,7 @@ class MomentaryMemory:
         t0, query = time.perf_counter(), check_query(query)
         warn_if_unreadable(f"the query {query[:40]!r} to session {self.session_id!r}", [query], self.embedders[0].name)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
+        warn_if_unfitted(cfg, self.embedders[0].name)  # a per-call keep_recent may apply the rule the config did not
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
