@@ -60,10 +60,12 @@ def follow_up_words(query: str) -> str | None:
 class Nearby:
     """What a rebuild reads of the turns before the latest exchange, for the query: whether one holds
     a word of it (its BM25 terms), and the best cosine of one with it (the first embedder's; None
-    when none was searched)."""
+    when none was searched); ``embedder``: that embedder's name, whose scale the cosine is on
+    (empty: not named, as in a replay)."""
 
     said: bool = True
     nearest: float | None = None
+    embedder: str = ""
 
 
 def leans_on_latest(query: str, nearby: Nearby, threshold: float | None) -> tuple[bool, str]:
@@ -221,6 +223,8 @@ def decide(cfg: MemoryConfig, query: str, nearby: Nearby | None = None) -> Decis
     rebuild read of the turns before the latest exchange (:class:`Nearby`; None: nothing, as for
     a query with a subject of its own)."""
     leans = leans_on_latest(query, nearby or Nearby(), cfg.follow_up_cosine)
+    if nearby is not None and nearby.embedder:  # the call's own keep_recent may apply the rule where the config did not
+        warn_if_unfitted(cfg, nearby.embedder)
     (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query, leans)
     (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
     cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, leans[0]) if keep else (None, "")

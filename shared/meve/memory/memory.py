@@ -335,7 +335,6 @@ class MomentaryMemory:
         t0, query = time.perf_counter(), check_query(query)
         warn_if_unreadable(f"the query {query[:40]!r} to session {self.session_id!r}", [query], self.embedders[0].name)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
-        warn_if_unfitted(cfg, self.embedders[0].name)  # a per-call keep_recent may apply the rule the config did not
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()
         with self._lock:
@@ -347,7 +346,7 @@ class MomentaryMemory:
         pool, hidden = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8), skipped | set(kept_roles)
         hits = self._hits(query, decide_parts(cfg.query_sentences, query)[0], snap, hidden, pool + len(latest)) if snap.n > len(hidden) and cap > 0 else {}
         near = nearest(hits[self.embedders[0].name], set(latest)) if hits else None
-        decided = decide(cfg, query, Nearby(said_before(scores, snap.turns, skipped | set(latest), skip_roles), near))
+        decided = decide(cfg, query, Nearby(said_before(scores, snap.turns, skipped | set(latest), skip_roles), near, self.embedders[0].name))
         cfg, recent = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0), latest if decided.keep_recent else []
         first = set(recent) | set(pinned := [i for i in kept_roles if i not in recent])
         searched = snap.n > len(first) + len(skipped) and cap > 0
