@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from meve import MemoryConfig, MomentaryMemory, SentenceTransformerEmbedder
-from meve.memory import decide
+from meve.memory import signals
 from meve.memory.decide import Nearby, decide_recent, follow_up_words, leans_on_latest
 
 SUBJECT = (False, "the query has 9 words (over 6) and carries its own subject")
@@ -75,28 +75,30 @@ def test_the_cosine_rule_is_off_with_none():
 
 
 def test_the_default_follow_up_cosine_warns_once_for_an_embedder_not_chosen_on(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decide, "_warned", set())
+    monkeypatch.setattr(signals, "_warned", set())
     default = MemoryConfig()
     with caplog.at_level("WARNING", logger="meve"):
-        assert decide.warn_if_unfitted(default, "e5-large-v2")
-        assert not decide.warn_if_unfitted(default, "e5-large-v2")  # once per embedder in a process
-        assert not decide.warn_if_unfitted(default, "all-MiniLM-L6-v2 (int8)")  # the model it was chosen on
-        assert not decide.warn_if_unfitted(MemoryConfig(follow_up_cosine=0.45), "bge-small")  # a value the user set for it
-        assert not decide.warn_if_unfitted(MemoryConfig(follow_up_cosine=None), "bge-small")  # the rule off
-        assert not decide.warn_if_unfitted(MemoryConfig(keep_recent="auto"), "bge-small")  # the rule unused
-        assert decide.warn_if_unfitted(MemoryConfig(keep_recent=True), "bge-small")  # used by True too
+        assert signals.warn_if_unfitted(default, "e5-large-v2")
+        assert not signals.warn_if_unfitted(default, "e5-large-v2")  # once per embedder in a process
+        assert not signals.warn_if_unfitted(default, "all-MiniLM-L6-v2 (int8)")  # the model it was chosen on
+        assert not signals.warn_if_unfitted(MemoryConfig(follow_up_cosine=0.45), "bge-small")  # a value the user set for it
+        assert not signals.warn_if_unfitted(MemoryConfig(follow_up_cosine=None), "bge-small")  # the rule off
+        assert not signals.warn_if_unfitted(MemoryConfig(keep_recent="auto"), "bge-small")  # the rule unused
+        assert signals.warn_if_unfitted(MemoryConfig(keep_recent=True), "bge-small")  # used by True too
     assert caplog.text.count("follow_up_cosine 0.3") == 2 and "'e5-large-v2'" in caplog.text and "None" in caplog.text
 
 
 def test_a_memory_with_another_embedder_says_the_default_cosine_is_not_its_scale(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decide, "_warned", set())
+    monkeypatch.setattr(signals, "_warned", set())
     with caplog.at_level("WARNING", logger="meve"):  # no model loads until an embedder encodes
         MomentaryMemory("warned", embedders=[SentenceTransformerEmbedder(name="my-embedder")]).close()
         MomentaryMemory("quiet", embedders=[SentenceTransformerEmbedder(name="my-other")], config=MemoryConfig(follow_up_cosine=None)).close()
         MomentaryMemory("default", embedders=[SentenceTransformerEmbedder()]).close()
         auto = MomentaryMemory("auto", embedders=[SentenceTransformerEmbedder(name="per-call")], config=MemoryConfig(keep_recent="auto"))
         assert "'per-call'" not in caplog.text  # the rule unused by its config
-        auto.reconstruct("What did we say?", keep_recent="short")  # ... until a call applies it (an empty session: no model loads)
+        auto.add("We talked about the garden.")  # a turn to search: the rule compares the query's cosines with it
+        assert "'per-call'" not in caplog.text
+        auto.reconstruct("What did we say about the garden last week?", keep_recent="short")  # ... until a call applies it
         auto.close()
     assert "'my-embedder'" in caplog.text and "'my-other'" not in caplog.text and "'per-call'" in caplog.text
     assert caplog.text.count("follow_up_cosine 0.3") == 2

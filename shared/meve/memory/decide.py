@@ -6,10 +6,9 @@ what the context's trace says about it, so every decision is explained where it 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from meve.core.config import MemoryConfig, time_words
-from meve.core.logs import log
 
 __all__ = [
     "PART_SHARE",
@@ -25,7 +24,6 @@ __all__ = [
     "follow_up_words",
     "leans_on_latest",
     "short_query",
-    "warn_if_unfitted",
 ]
 
 # A query that leans on the turn before it: a pronoun or demonstrative standing for something said
@@ -60,12 +58,10 @@ def follow_up_words(query: str) -> str | None:
 class Nearby:
     """What a rebuild reads of the turns before the latest exchange, for the query: whether one holds
     a word of it (its BM25 terms), and the best cosine of one with it (the first embedder's; None
-    when none was searched); ``embedder``: that embedder's name, whose scale the cosine is on
-    (empty: not named, as in a replay)."""
+    when none was searched)."""
 
     said: bool = True
     nearest: float | None = None
-    embedder: str = ""
 
 
 def leans_on_latest(query: str, nearby: Nearby, threshold: float | None) -> tuple[bool, str]:
@@ -83,33 +79,6 @@ def leans_on_latest(query: str, nearby: Nearby, threshold: float | None) -> tupl
         near = f"best cosine {nearby.nearest:.2f}, under follow_up_cosine {threshold:g}"
         return True, f"no turn before the latest exchange is near the query ({near}): it is about what was just said"
     return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject"
-
-
-#: The embedder whose cosines ``MemoryConfig.follow_up_cosine``'s default was chosen on.
-FOLLOW_UP_MODEL = "all-MiniLM-L6-v2"
-_DEFAULT_COSINE = next(f.default for f in fields(MemoryConfig) if f.name == "follow_up_cosine")
-_warned: set[str] = set()
-
-
-def warn_if_unfitted(cfg: MemoryConfig, embedder: str) -> bool:
-    """Log a warning (once per embedder name in a process) when ``cfg`` uses the default
-    ``follow_up_cosine`` (``keep_recent`` "short" or True) with an embedder it was not chosen for:
-    another model's cosines sit elsewhere (some never fall under 0.3, so the rule would never
-    fire), and a silent threshold would decide on a scale it does not know. Whether it warned."""
-    cosine = cfg.follow_up_cosine
-    used = cfg.keep_recent == "short" or cfg.keep_recent is True
-    if not used or cosine is None or cosine != _DEFAULT_COSINE or FOLLOW_UP_MODEL in embedder or embedder in _warned:
-        return False
-    _warned.add(embedder)
-    log.warning(
-        "meve: follow_up_cosine %g is a cosine of %s, the default embedder; the memory's first embedder is %r, whose cosines "
-        "may sit elsewhere. Set MemoryConfig(follow_up_cosine=...) for its scale, or None to decide follow-ups by their words "
-        "alone (docs/concepts/memory.md, 'The latest exchange')",
-        cosine,
-        FOLLOW_UP_MODEL,
-        embedder,
-    )
-    return True
 
 
 def decide_recent(keep: bool | str, query: str, leans: tuple[bool, str]) -> tuple[bool, str]:
@@ -223,8 +192,6 @@ def decide(cfg: MemoryConfig, query: str, nearby: Nearby | None = None) -> Decis
     rebuild read of the turns before the latest exchange (:class:`Nearby`; None: nothing, as for
     a query with a subject of its own)."""
     leans = leans_on_latest(query, nearby or Nearby(), cfg.follow_up_cosine)
-    if nearby is not None and nearby.embedder:  # the call's own keep_recent may apply the rule where the config did not
-        warn_if_unfitted(cfg, nearby.embedder)
     (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query, leans)
     (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
     cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, leans[0]) if keep else (None, "")

@@ -30,12 +30,12 @@ from meve.core.languages import warn_if_unreadable
 from meve.core.logs import log
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
-from meve.memory.decide import Nearby, decide, decide_parts, warn_if_unfitted
+from meve.memory.decide import Nearby, decide, decide_parts
 from meve.memory.log import Snapshot, TurnLog
 from meve.memory.records import MemoryContext, Turn, check_roles
 from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_weights, turn_traces, weigh_roles
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
-from meve.memory.signals import bm25_pool, nearest, said_before, vector_hits, vector_pool
+from meve.memory.signals import bm25_pool, nearest, said_before, vector_hits, vector_pool, warn_if_unfitted
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
@@ -344,9 +344,9 @@ class MomentaryMemory:
             kept_roles = [i for i in snap.chrono if i < snap.n and i not in skipped and snap.turns[i].role in keep_roles] if keep_roles else []
         cap = cfg.top_k if cfg.top_k is not None else snap.n
         pool, hidden = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8), skipped | set(kept_roles)
-        hits = self._hits(query, decide_parts(cfg.query_sentences, query)[0], snap, hidden, pool + len(latest)) if snap.n > len(hidden) and cap > 0 else {}
+        hits = self._hits(query, cfg, snap, hidden, pool + len(latest)) if snap.n > len(hidden) and cap > 0 else {}
         near = nearest(hits[self.embedders[0].name], set(latest)) if hits else None
-        decided = decide(cfg, query, Nearby(said_before(scores, snap.turns, skipped | set(latest), skip_roles), near, self.embedders[0].name))
+        decided = decide(cfg, query, Nearby(said_before(scores, snap.turns, skipped | set(latest), skip_roles), near))
         cfg, recent = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0), latest if decided.keep_recent else []
         first = set(recent) | set(pinned := [i for i in kept_roles if i not in recent])
         searched = snap.n > len(first) + len(skipped) and cap > 0
@@ -370,9 +370,11 @@ class MomentaryMemory:
             build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
         )
 
-    def _hits(self, query: str, parts: tuple[str, ...], snap: Snapshot, exclude: set[int], pool: int) -> dict[str, list[list[tuple[int, float]]]]:
-        """Each embedder's search of the turns outside ``exclude`` for the query and a long query's sentences (``parts``), before
-        the anchor is decided: how near the query comes to a turn before it is one of its reasons."""
+    def _hits(self, query: str, cfg: MemoryConfig, snap: Snapshot, exclude: set[int], pool: int) -> dict[str, list[list[tuple[int, float]]]]:
+        """Each embedder's search of the turns outside ``exclude`` for the query and, with ``cfg``, a long query's sentences, before
+        the anchor is decided: how near the query comes to a turn before it is one of its reasons (the first embedder's cosine)."""
+        parts, _ = decide_parts(cfg.query_sentences, query)
+        warn_if_unfitted(cfg, self.embedders[0].name)  # this call's keep_recent may apply the rule where the memory's config did not
         with self._lock:
             index = self._log.index
         out = {}

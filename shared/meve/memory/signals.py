@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
+from meve.core.config import MemoryConfig
+from meve.core.logs import log
 from meve.memory.records import Turn
 from meve.memory.select import sentence_scores
 
-__all__ = ["bm25_pool", "nearest", "said_before", "vector_hits", "vector_pool"]
+__all__ = ["bm25_pool", "nearest", "said_before", "vector_hits", "vector_pool", "warn_if_unfitted"]
 
 
 def bm25_pool(scores: np.ndarray, exclude: set[int], pool: int) -> dict[int, float]:
@@ -61,6 +64,33 @@ def nearest(hits: list[list[tuple[int, float]]], skip: Collection[int]) -> float
     """The whole query's best cosine with a turn outside ``skip`` (the latest exchange), or None
     when the search found no such turn."""
     return next((c for i, c in hits[0] if i not in skip), None) if hits else None
+
+
+#: The embedder whose cosines ``MemoryConfig.follow_up_cosine``'s default was chosen on.
+FOLLOW_UP_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_COSINE = next(f.default for f in fields(MemoryConfig) if f.name == "follow_up_cosine")
+_warned: set[str] = set()
+
+
+def warn_if_unfitted(cfg: MemoryConfig, embedder: str) -> bool:
+    """Log a warning (once per embedder name in a process) when ``cfg`` uses the default
+    ``follow_up_cosine`` (``keep_recent`` "short" or True) with an embedder it was not chosen for:
+    another model's cosines sit elsewhere (some never fall under 0.3, so the rule would never
+    fire), and a silent threshold would decide on a scale it does not know. Whether it warned."""
+    cosine = cfg.follow_up_cosine
+    used = cfg.keep_recent == "short" or cfg.keep_recent is True
+    if not used or cosine is None or cosine != _DEFAULT_COSINE or FOLLOW_UP_MODEL in embedder or embedder in _warned:
+        return False
+    _warned.add(embedder)
+    log.warning(
+        "meve: follow_up_cosine %g is a cosine of %s, the default embedder; the memory's first embedder is %r, whose cosines "
+        "may sit elsewhere. Set MemoryConfig(follow_up_cosine=...) for its scale, or None to decide follow-ups by their words "
+        "alone (docs/concepts/memory.md, 'The latest exchange')",
+        cosine,
+        FOLLOW_UP_MODEL,
+        embedder,
+    )
+    return True
 
 
 def _position(index: Mapping[str, int], pid: str, n: int, exclude: set[int]) -> int | None:
