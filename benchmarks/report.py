@@ -374,10 +374,26 @@ def long_rerank_facts(d: dict[str, Any]) -> dict[str, Any]:
             _target(
                 ing["ratio"] <= 2,
                 f"indexing the {d['nodes']} nodes: MeVe.from_texts {ing['meve_s']:.1f} s, langchain-chroma Chroma.from_texts with the same MiniLM "
-                f"{ing['langchain_chroma_s']:.1f} s: {ing['ratio']:.2f}x (target: <= 2x).",
+                f"{ing['langchain_chroma_s']:.1f} s: {ing['ratio']:.2f}x (target: <= 2x)." + _same_work(ing),
             )
         )
     return {"rows": table(rows), "targets": targets, "d": d}
+
+
+def _same_work(ing: dict[str, Any]) -> str:
+    """The ingestion target's context: how much text each arm's model read (a run before the
+    same-work arm existed has none of it)."""
+    if "pieces_read" not in ing:
+        return ""
+    read = ing["pieces_read"]
+    rate, lc_rate = read["meve"] / ing["meve_s"], read["langchain_chroma"] / ing["langchain_chroma_s"]
+    return (
+        f" The model reads {read['meve']:,} word pieces in meve's arm and {read['langchain_chroma']:,} in langchain-chroma's "
+        f"({read['meve'] / read['langchain_chroma']:.2f}x: MiniLM truncates a node at 254), {rate:,.0f} and {lc_rate:,.0f} pieces/s, "
+        f"so within 2x meve could read {2 * ing['langchain_chroma_s'] * rate / read['meve']:.0%} of the text it reads. "
+        f"langchain-chroma reading all the text, the nodes split by LangChain's splitter into {ing['chunks_all_text']:,} chunks of at most 254 "
+        f"pieces ({read['langchain_chroma_all_text']:,}), takes {ing['langchain_chroma_all_text_s']:.1f} s: meve {ing['ratio_same_work']:.2f}x that (the same work, reported, not targeted)."
+    )
 
 
 def calibrated_facts(c: dict[str, Any]) -> dict[str, Any]:
