@@ -15,8 +15,14 @@ Arms, each the shipped ``MemoryConfig`` with one change:
   you") as the assistant's turns, so "Can you recommend a film for me?" asks about the user's own
   (preferences), as "my" alone would. Shaped by reading 12 PrefEval dev misses, after its test
   figures had been read.
+- ``tops first``, ``dense top first``: the fused scores as shipped, then the turn each signal ranks
+  first (the vectors' and BM25's; or the vectors' alone) lifted to the fused top, so a turn one
+  signal is surest of is in the context however the other ranks it (:func:`lift_tops`). A
+  per-query fusion with no constant: PrefEval's preference is the vectors' first pick for most
+  dev questions and BM25 ranks filler above it. Added 2026-11-28 (second session), judged by the same rule
+  written before their figures; two settings.
 
-Both per-query ideas were judged by a rule written before any of their figures (2026-11-28): no
+The per-query ideas were judged by a rule written before any of their figures (2026-11-28): no
 set-and-budget dev margin below the shipped setting's, and a higher mean dev margin (the rule the
 memory's per-query decisions are kept by); the three settings are all that were tried.
 
@@ -40,6 +46,8 @@ from meve.memory import decide
 
 BM25_WEIGHTS = (0.5, 0.35, 0.2)
 UNNAMED_WEIGHTS = (0.35, 0.2)
+#: The per-query arms the rule judges.
+PER_QUERY = ("unnamed at 0.35", "unnamed at 0.2", "addressee", "tops first", "dense top first")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"[A-Za-z][\w'’-]*|\d+")
 _SELF = {"I", "I'm", "I've", "I'd", "I'll", "I’m", "I’ve", "I’d", "I’ll"}
@@ -71,6 +79,29 @@ def _arms(b: int) -> dict[str, Callable[..., Any]]:
     return arms
 
 
+def lift_tops(fused: dict[int, float], signals: list[dict[int, float]]) -> dict[int, float]:
+    """``fused`` with each signal's best turn (its highest score; the older on a tie) raised to the
+    fused top, keeping their own order between them (a lifted turn adds its fused score x 1e-6)."""
+    top = max(fused.values(), default=0.0)
+    out = dict(fused)
+    for sig in signals:
+        if sig:
+            best = max(sig.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+            out[best] = max(out.get(best, 0.0), top + 1e-6 * fused.get(best, 0.0))
+    return out
+
+
+def _tops(b: int, dense_only: bool) -> Callable[..., Any]:
+    shipped = MemoryConfig(l_max=b, **dict[str, Any](ml.SHIPPED))
+
+    def run(rp: Any, q: str, qv: np.ndarray) -> Any:
+        cfg, decided, recent, fused = rp.fused(q, qv, shipped)
+        bm25, dense = rp.signals(q, qv, stem=cfg.stemming, pool=max(256, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
+        return rp.select(q, cfg, decided, recent, lift_tops(fused, [dense] if dense_only else [dense, bm25]))
+
+    return run
+
+
 def _addressee(run: Callable[..., Any]) -> Callable[..., Any]:
     def patched(rp: Any, q: str, qv: np.ndarray) -> Any:
         with mock.patch.object(decide, "decide_role", addressed_role):
@@ -95,6 +126,7 @@ def run(data: Path) -> dict[str, Any]:
             best = max(x[ml.METRIC] for x in ml.baselines(rps, qv, b, stem).values())
             arms = _arms(b)
             arms["addressee"] = _addressee(arms["0.5"])
+            arms["tops first"], arms["dense top first"] = _tops(b, False), _tops(b, True)
             rows[str(b)] = {"best_fill": best, "margins": {a: round(ml.score(rps, qv, r)[ml.METRIC] - best, 4) for a, r in arms.items()}}
         out["datasets"][n] = rows
         print(f"memory_weights: {n} dev done at {time.perf_counter() - t0:.0f}s", flush=True)
@@ -109,7 +141,7 @@ def verdicts(datasets: dict[str, Any]) -> dict[str, Any]:
     rows = [r["margins"] for d in datasets.values() for r in d.values()]
     base = [r["0.5"] for r in rows]
     out = {}
-    for arm in ("unnamed at 0.35", "unnamed at 0.2", "addressee"):
+    for arm in (a for a in PER_QUERY if a in rows[0]):  # a run before an arm existed has none
         diffs = [r[arm] - b for r, b in zip(rows, base, strict=True)]
         below = sum(d < 0 for d in diffs)
         mean, base_mean = float(np.mean([r[arm] for r in rows])), float(np.mean(base))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.memory_weights import addressed_role, names_something, verdicts
+from benchmarks.memory_weights import addressed_role, lift_tops, names_something, verdicts
 from meve.memory.decide import decide_role
 
 
@@ -37,3 +37,15 @@ def test_verdicts_apply_the_rule() -> None:
     v = verdicts({"a": {"256": row(0.1, 0.2), "512": row(0.1, 0.09)}})
     assert v["unnamed at 0.35"]["rows_below"] == 1 and not v["unnamed at 0.35"]["kept"]
     assert v["addressee"]["rows_below"] == 0 and v["addressee"]["kept"]
+
+
+def test_lift_tops_puts_each_signals_first_pick_at_the_fused_top_in_their_own_order() -> None:
+    fused = {0: 0.9, 1: 0.5, 2: 0.2, 3: 0.1}
+    dense = {2: 0.8, 3: 0.7, 0: 0.1}
+    bm25 = {3: 12.0, 0: 3.0}
+    out = lift_tops(fused, [dense, bm25])
+    assert sorted(out, key=lambda i: -out[i]) == [2, 3, 0, 1]  # 2 and 3 above 0, 2 over 3 as fused had them
+    assert out[1] == fused[1] and fused == {0: 0.9, 1: 0.5, 2: 0.2, 3: 0.1}  # the rest, and the input, unchanged
+    same = lift_tops(fused, [{0: 0.9}])  # the fused top already: the order stays
+    assert sorted(same, key=lambda i: -same[i]) == [0, 1, 2, 3]
+    assert lift_tops(fused, [{}]) == fused
