@@ -393,6 +393,16 @@ def _same_work(ing: dict[str, Any]) -> str:
         f"so within 2x meve could read {2 * ing['langchain_chroma_s'] * rate / read['meve']:.0%} of the text it reads. "
         f"langchain-chroma reading all the text, the nodes split by LangChain's splitter into {ing['chunks_all_text']:,} chunks of at most 254 "
         f"pieces ({read['langchain_chroma_all_text']:,}), takes {ing['langchain_chroma_all_text_s']:.1f} s: meve {ing['ratio_same_work']:.2f}x that (the same work, reported, not targeted)."
+    ) + _kept_store(ing)
+
+
+def _kept_store(ing: dict[str, Any]) -> str:
+    if "ratio_kept_store" not in ing:
+        return ""
+    return (
+        f" Keeping the app's store (`Chroma.from_documents`, then `langchain_meve.MeVeRetriever.from_vectorstore` over it, which adds BM25) "
+        f"takes {ing['langchain_chroma_then_meve_s']:.1f} s, {ing['ratio_kept_store']:.2f}x: within the target by construction, so not counted as meeting it; "
+        "on that path a long node is found by its first window and BM25, and the verifier reads all of it when a query first meets it."
     )
 
 
