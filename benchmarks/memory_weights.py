@@ -70,9 +70,13 @@ def addressed_role(cue: bool, query: str) -> tuple[str | None, str]:
     return _ROLE(cue, _ADDRESSEE.sub(lambda m: m.group(1), query))
 
 
-def _arms(b: int) -> dict[str, Callable[..., Any]]:
+def _shipped(b: int) -> MemoryConfig:
     fields: dict[str, Any] = dict(ml.SHIPPED)
-    shipped = MemoryConfig(l_max=b, **fields)
+    return MemoryConfig(l_max=b, **fields)
+
+
+def _arms(b: int) -> dict[str, Callable[..., Any]]:
+    shipped = _shipped(b)
     arms: dict[str, Callable[..., Any]] = {str(w): ml.setting({**ml.SHIPPED, "weights": {"bm25": w, "dense": round(1 - w, 2)}}, b) for w in BM25_WEIGHTS}
     for w in UNNAMED_WEIGHTS:
         low = shipped.replace(weights={"bm25": w, "dense": round(1 - w, 2)})
@@ -93,11 +97,11 @@ def lift_tops(fused: dict[int, float], signals: list[dict[int, float]]) -> dict[
 
 
 def _tops(b: int, dense_only: bool) -> Callable[..., Any]:
-    shipped = MemoryConfig(l_max=b, **dict[str, Any](ml.SHIPPED))
+    shipped = _shipped(b)
 
     def run(rp: Any, q: str, qv: np.ndarray) -> Any:
         cfg, decided, recent, fused = rp.fused(q, qv, shipped)
-        bm25, dense = rp.signals(q, qv, stem=cfg.stemming, pool=max(256, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
+        bm25, dense = rp.fused_signals(q, qv, cfg, decided, recent)
         return rp.select(q, cfg, decided, recent, lift_tops(fused, [dense] if dense_only else [dense, bm25]))
 
     return run

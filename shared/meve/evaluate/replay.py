@@ -85,10 +85,17 @@ class Replay:
         decided = decide(cfg, query, self._nearby[key_near])
         cfg = cfg.replace(dates=decided.dates)
         recent = latest if decided.keep_recent else []
-        bm25, dense = self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
+        bm25, dense = self.fused_signals(query, qvec, cfg, decided, recent, pool)
         weights = signal_weights(cfg.weights, (self.embedder,))
         fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)
         return cfg, decided, recent, dict(fused)
+
+    def fused_signals(
+        self, query: str, qvec: np.ndarray, cfg: MemoryConfig, decided: Decisions, recent: list[int], pool: int = 256
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """The BM25 and vector signals :meth:`fused` fuses, for its ``cfg``, decisions and anchored
+        turns (cached: a benchmark that rescores the fused scores reads the same ones)."""
+        return self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
 
     def select(self, query: str, cfg: MemoryConfig, decided: Decisions, recent: list[int], fused: dict[int, float]) -> tuple[Selection, str]:
         """The second half of :meth:`memory`: the fill over ``fused``, rendered."""
