@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from meve.cli import main
+from meve.core.text import chunk_text
+from meve.core.tokens import get_token_counter
 from meve.memory.session import list_sessions
 from meve.retrieval.chroma import chroma_client
 
@@ -330,15 +332,17 @@ def test_a_file_whose_folder_moved_is_recognised_not_stored_again(tmp_path, caps
     assert _rows(db) == {pid: (str((new / "notes.md").resolve()), text) for pid, (_, text) in rows.items()}  # the same rows, the new path
     assert main(["index", str(new / "notes.md"), "--db", str(db), "--chunk-tokens", "60"]) == 2  # now indexed at its path, as any file
     assert "--replace" in _err(capsys)
-    (new / "notes.md").write_text("Chain lubrication keeps the drivetrain quiet. " * 30 + "\n\n" + "Brakes need new pads every season.")
-    new.rename(tmp_path / "docs")  # moved back, and its second half edited
+    edited = "Chain lubrication keeps the drivetrain quiet. " * 30 + "\n\n" + "Tyres last about 5000 km. " * 26 + "Brakes need new pads every season."
+    (new / "notes.md").write_text(edited)
+    new.rename(tmp_path / "docs")  # moved back, and its end edited (most chunks unchanged: the same file; issue 78 #2)
     back = str((tmp_path / "docs" / "notes.md").resolve())
     assert main(["index", back, "--db", str(db), "--chunk-tokens", "60"]) == 2
     assert "its text changed; add --replace" in _err(capsys)
     assert main(["index", back, "--db", str(db), "--chunk-tokens", "60", "--replace"]) == 0, _err(capsys)
     now = _rows(db)
     assert {src for src, _ in now.values()} == {back} and any("Brakes need new pads" in t for _, t in now.values())
-    assert not any("Tyres" in t for _, t in now.values()) and set(now) & set(rows)  # the unchanged chunks kept their rows
+    assert sorted(t for _, t in now.values()) == sorted(chunk_text(edited, 60, get_token_counter()))  # the stale chunks deleted
+    assert len(set(now) & set(rows)) == 8  # the unchanged chunks kept their rows
 
 
 def test_a_new_file_named_like_a_deleted_one_is_indexed_beside_it(tmp_path, capsys):
@@ -351,6 +355,48 @@ def test_a_new_file_named_like_a_deleted_one_is_indexed_beside_it(tmp_path, caps
     (tmp_path / "b" / "notes.md").write_text("Sourdough rises thanks to wild yeast.")
     assert main(["index", str(tmp_path / "b" / "notes.md"), "--db", str(db)]) == 0, _err(capsys)
     assert sorted(t for _, t in _rows(db).values()) == ["Chain lubrication keeps the drivetrain quiet.", "Sourdough rises thanks to wild yeast."]
+
+
+def test_a_namesake_sharing_one_boilerplate_chunk_is_not_taken_for_a_moved_file(tmp_path, capsys):
+    # Issue 78 #2: a file name and one shared chunk made another document "moved", and --replace deleted the first one's chunks.
+    db, tmpdir, docs = tmp_path / "db", tmp_path / "tmp", tmp_path / "docs"
+    tmpdir.mkdir()
+    docs.mkdir()
+    footer = "Copyright the Example Project authors, all rights reserved."
+    first = "\n\n".join([footer] + [f"Section {i} of the first guide covers chain lubrication step {i}." for i in range(6)])
+    (tmpdir / "page.md").write_text(first)
+    assert main(["index", str(tmpdir / "page.md"), "--db", str(db), "--chunk-tokens", "20"]) == 0, _err(capsys)
+    before = _rows(db)
+    assert len(before) > 3
+    (tmpdir / "page.md").unlink()
+    tmpdir.rmdir()
+    second = "\n\n".join([footer] + [f"Part {i} of another page is about sourdough and wild yeast {i}." for i in range(6)])
+    (docs / "page.md").write_text(second)
+    assert main(["index", str(docs / "page.md"), "--db", str(db), "--chunk-tokens", "20", "--replace"]) == 0, _err(capsys)
+    capsys.readouterr()
+    after = _rows(db)
+    assert {pid: row for pid, row in after.items() if pid in before} == before  # the first document's chunks all stay
+    assert any("sourdough" in text for _, text in after.values())
+
+
+def test_a_moved_tree_with_two_files_of_one_name_is_recognised_file_by_file(tmp_path, capsys):
+    # Issue 78 #2: two README.md in a moved tree were matched by name alone: a false "its text changed", and --replace left a duplicate.
+    db, old, new = tmp_path / "db", tmp_path / "tree", tmp_path / "moved" / "tree"
+    for sub, topic in (("a", "chain lubrication"), ("b", "sourdough starters")):
+        (old / sub).mkdir(parents=True)
+        (old / sub / "README.md").write_text("\n\n".join(f"Note {i} on {topic}: detail number {i} of several." for i in range(5)))
+    files = [str(old / "a" / "README.md"), str(old / "b" / "README.md")]
+    assert main(["index", *files, "--db", str(db), "--chunk-tokens", "20"]) == 0, _err(capsys)
+    rows = _rows(db)
+    new.parent.mkdir()
+    old.rename(new)
+    moved = [str(new / "a" / "README.md"), str(new / "b" / "README.md")]
+    assert main(["index", *moved, "--db", str(db), "--chunk-tokens", "20"]) == 0, _err(capsys)
+    capsys.readouterr()
+    now = _rows(db)
+    assert set(now) == set(rows)  # the same rows, nothing stored twice
+    for pid, (src, text) in rows.items():
+        assert now[pid] == (src.replace(str(old.resolve()), str(new.resolve())), text)
 
 
 def test_replace_deletes_a_corpus_indexed_under_the_former_stem_ids_by_source(tmp_path, capsys):

@@ -53,8 +53,8 @@ def plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources
     """What ``meve index`` changes in an existing collection. A file's old chunks are those stored
     under its source (so a corpus indexed under the former ``<stem>#<j>`` ids is replaced the same
     way), or, for a file with none, under a source of the same file name that no longer exists
-    (its folder moved): those that are unchanged (same place, same text) keep their rows and take
-    the new source, nothing embedded again. Refuses a file already indexed at its path unless
+    and shares at least half of its chunks with it (its folder moved, :func:`_same_files`): those that are
+    unchanged (same place, same text) keep their rows and take the new source, nothing embedded again. Refuses a file already indexed at its path unless
     ``replace``, a moved file whose text changed unless ``replace``, and an id another file holds."""
     from meve.retrieval.chroma import chroma_call
 
@@ -63,8 +63,10 @@ def plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources
         return {pid: (str(m["source"]), int(m.get("chunk", -1)), d) for pid, m, d in zip(got["ids"], got["metadatas"], got["documents"], strict=True)}
 
     here = stored_under(sources)
-    moved_from = _moved_sources(collection, [s for s in sources if s not in {v[0] for v in here.values()}])
-    old = {**here, **(stored_under(list(moved_from)) if moved_from else {})}
+    candidates = _gone_namesakes(collection, [s for s in sources if s not in {v[0] for v in here.values()}])
+    gone = stored_under(sorted({a for names in candidates.values() for a in names})) if candidates else {}
+    moved_from = _same_files(candidates, gone, chunks)
+    old = {**here, **{pid: row for pid, row in gone.items() if row[0] in moved_from}}
     if here and not replace:
         counts: dict[str, int] = {}
         for source, _, _ in here.values():
@@ -84,11 +86,6 @@ def plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources
         found = pid if pid in old else by_place.get((str(meta.get("source")), int(meta.get("chunk", -1)), text))
         if found is not None:
             keep[i] = found
-    # A file of that name whose chunks share nothing with this one is another file, deleted since: left alone.
-    same = {old[pid][0] for pid in keep.values()}
-    unrelated = {a for a in moved_from if a not in same}
-    moved_from = {a: b for a, b in moved_from.items() if a in same}
-    old = {pid: row for pid, row in old.items() if row[0] not in unrelated}
     result = Plan(
         add=[i for i in range(len(chunks)) if i not in keep],
         delete=sorted(set(old) - set(keep.values())),
@@ -101,24 +98,49 @@ def plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources
     return result
 
 
-def _moved_sources(collection: Any, new: list[str], page: int = 1000) -> dict[str, str]:
-    """Stored source -> new source, for each new source whose file name a stored source has at a
-    path that no longer exists (the same file, its folder moved); one read of every row's metadata
-    (in pages), only when some given file has no chunks at its own path."""
+def _gone_namesakes(collection: Any, new: list[str], page: int = 1000) -> dict[str, list[str]]:
+    """New source -> stored sources of the same file name at paths that no longer exist (its folder
+    may have moved); one read of every row's metadata (in pages), only when some given file has no
+    chunks at its own path."""
     from meve.retrieval.chroma import chroma_call
 
     if not new:
         return {}
-    names = {os.path.basename(s): s for s in new}
-    found: dict[str, str] = {}
+    names: dict[str, list[str]] = {}
+    for s in new:
+        names.setdefault(os.path.basename(s), []).append(s)
+    found: dict[str, set[str]] = {}
     offset = 0
     while True:
         got = chroma_call("read the indexed sources", collection.get, include=["metadatas"], limit=page, offset=offset)
         for meta in got["metadatas"]:
             source = str((meta or {}).get("source", ""))
-            target = names.get(os.path.basename(source))
-            if target is not None and source != target and source not in found and not os.path.exists(source):
-                found[source] = target
+            for target in names.get(os.path.basename(source), ()):
+                if source != target and not os.path.exists(source):
+                    found.setdefault(target, set()).add(source)
         if len(got["ids"]) < page:
-            return found
+            return {t: sorted(s) for t, s in found.items()}
         offset += page
+
+
+def _same_files(candidates: dict[str, list[str]], gone: dict[str, tuple[str, int, str]], chunks: list[tuple[str, str, dict[str, Any]]]) -> dict[str, str]:
+    """Stored source -> new source, for each pair that is one file whose folder moved: the same
+    file name, and at least half of the stored file's chunks found unchanged (same place, same
+    text) in the new one. A name alone proves nothing (two ``README.md`` of one tree, or a
+    deleted ``page.md`` sharing a boilerplate chunk with another document), and a file taken as
+    moved has its other chunks deleted by ``--replace``; pairs are matched one to one, most shared first."""
+    stored: dict[str, set[tuple[int, str]]] = {}
+    for src, j, text in gone.values():
+        stored.setdefault(src, set()).add((j, text))
+    fresh: dict[str, set[tuple[int, str]]] = {}
+    for _, text, meta in chunks:
+        fresh.setdefault(str(meta.get("source")), set()).add((int(meta.get("chunk", -1)), text))
+    pairs = sorted(
+        ((len(stored.get(a, set()) & fresh.get(b, set())), a, b) for b, olds in candidates.items() for a in olds),
+        key=lambda t: (-t[0], t[1], t[2]),
+    )
+    matched: dict[str, str] = {}
+    for shared, a, b in pairs:
+        if shared and 2 * shared >= len(stored.get(a, ())) and a not in matched and b not in matched.values():
+            matched[a] = b
+    return matched

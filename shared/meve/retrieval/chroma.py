@@ -19,6 +19,7 @@ from typing import Any
 from meve.core.durable import unwritable_ancestor
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
+from meve.retrieval.chroma_instances import close_client, open_system, running_settings, shared_settings
 from meve.retrieval.directory import WRITES, directory_lock, lock_at, no_writer
 
 __all__ = [
@@ -54,10 +55,9 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     already opened (the user's own ``chromadb.PersistentClient`` included) is shared with it.
     """
     import chromadb
-    from chromadb.config import Settings
 
     if path is None:
-        return chromadb.EphemeralClient(settings=_running_settings("ephemeral") or Settings())
+        return chromadb.EphemeralClient(settings=running_settings("ephemeral") or shared_settings())
     where = check_directory(path, create=create)
     if not where.exists():
         try:
@@ -66,8 +66,8 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
             raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
     # An instance this process already runs on the directory is reused under its own spelling of
     # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
-    opened = _open_system(where)
-    directory, settings = opened if opened is not None else (str(path), Settings())
+    opened = open_system(where)
+    directory, settings = opened if opened is not None else (str(path), shared_settings())
     try:
         # Started under the lock: the instance then knows which writes it has seen.
         with lock_at(where).hold(write=False):
@@ -133,10 +133,10 @@ def _directory(path: str | os.PathLike[str], *, create: bool) -> Path:
 
 
 class _Owned:
-    __slots__ = ("client", "refs", "started")
+    __slots__ = ("client", "refs")
 
-    def __init__(self, client: Any, started: bool) -> None:
-        self.client, self.refs, self.started = client, 0, started
+    def __init__(self, client: Any) -> None:
+        self.client, self.refs = client, 0
 
 
 _owned: dict[Path, _Owned] = {}
@@ -146,14 +146,12 @@ _owned_lock = threading.Lock()
 def acquire_client(path: str | os.PathLike[str], *, create: bool = True) -> Any:
     """The embedded client for ``path``, shared by every meve handle on that directory in this
     process and counted, so :func:`release_client` can stop Chroma's instance (its file handles
-    and caches) when the last handle closes. Errors as :func:`chroma_client`."""
+    and caches) when the last handle closes and no other client holds it. Errors as :func:`chroma_client`."""
     with _owned_lock:
         key = Path(path).expanduser().resolve()
         owned = _owned.get(key)
         if owned is None:
-            # A directory some other client in this process already runs (the user's own) is shared, never stopped by meve.
-            started = _open_system(Path(path).expanduser()) is None
-            owned = _owned[key] = _Owned(chroma_client(path, create=create), started)
+            owned = _owned[key] = _Owned(chroma_client(path, create=create))
         owned.refs += 1
         return owned.client
 
@@ -165,9 +163,7 @@ def open_clients() -> dict[str, int]:
 
 
 def release_client(path: str | os.PathLike[str]) -> None:
-    """One handle on ``path`` is done; the last one stops the Chroma instance meve started there."""
-    from chromadb.api.shared_system_client import SharedSystemClient
-
+    """One handle on ``path`` is done; the last one gives meve's client back (:func:`close_client`)."""
     with _owned_lock:
         key = Path(path).expanduser().resolve()
         owned = _owned.get(key)
@@ -177,12 +173,9 @@ def release_client(path: str | os.PathLike[str]) -> None:
         if owned.refs > 0:
             return
         del _owned[key]
-        if owned.started:
-            system = SharedSystemClient._identifier_to_system.pop(owned.client._identifier, None)
-            if system is not None:
-                # Stopping may write its index: never beside another process's load (a deleted directory has no one to wait for).
-                with lock_at(key).hold(write=False) if key.is_dir() else nullcontext():
-                    system.stop()
+        # Closing may write its index: never beside another process's load (a deleted directory has no one to wait for).
+        with lock_at(key).hold(write=False) if key.is_dir() else nullcontext():
+            close_client(owned.client)
 
 
 @contextmanager
@@ -268,31 +261,6 @@ def warn_if_untimed(client: Any) -> None:
         "meve: this Chroma HTTP client has no request timeout, so a frozen server makes every call wait forever; "
         "meve.store.chroma_http_client(host, port, timeout_s=30) gives one whose calls fail with a StoreError instead"
     )
-
-
-def _running_settings(identifier: str) -> Any:
-    """The settings of the Chroma instance this process runs under ``identifier`` ("ephemeral"), or None."""
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    system = getattr(SharedSystemClient, "_identifier_to_system", {}).get(identifier)
-    return system.settings if system is not None else None
-
-
-def _open_system(where: Path) -> tuple[str, Any] | None:
-    """(path as spelled, settings) of a Chroma instance this process already runs on ``where``, if any.
-
-    Chroma refuses a second client on one directory with different settings ("An instance of
-    Chroma already exists"); reusing the first one's settings shares its instance instead.
-    """
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    systems = getattr(SharedSystemClient, "_identifier_to_system", {})
-    target = where.resolve()
-    for system in list(systems.values()):
-        directory = getattr(system.settings, "persist_directory", None)
-        if getattr(system.settings, "is_persistent", False) and directory and Path(directory).expanduser().resolve() == target:
-            return str(directory), system.settings
-    return None
 
 
 def chroma_call(what: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
