@@ -54,3 +54,13 @@ class MeVeCompressor(BaseDocumentCompressor):
     async def acompress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:
         """:meth:`compress_documents` in a worker thread."""
         return await asyncio.to_thread(self.compress_documents, documents, query, callbacks)
+
+    def warm_up(self, documents: Sequence[Document] = (), *, show_progress: bool = True) -> int:
+        """Load the models now and have the verifier read ``documents`` (a store's chunks,
+        embedded with another model than meve's) ahead of any query, with a progress bar; what it
+        reads is kept on disk, so later processes skip it too. Returns how many went through the model."""
+        return self._models.read_ahead([d.page_content for d in documents], show_progress=show_progress)
+
+    async def awarm_up(self, documents: Sequence[Document] = (), *, show_progress: bool = True) -> int:
+        """:meth:`warm_up` in a worker thread."""
+        return await asyncio.to_thread(self.warm_up, documents, show_progress=show_progress)

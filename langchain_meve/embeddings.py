@@ -25,8 +25,9 @@ class MeVeEmbeddings(Embeddings):
         return self._models.embedder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text."""
-        return [[float(x) for x in row] for row in self.embedder.encode(list(texts))]
+        """One vector per text; over meve's model (the default) the same pass keeps each text's
+        token vectors for the verifier, on disk too, so queries read no passage with the model."""
+        return [[float(x) for x in row] for row in self._models.embed_passages(list(texts))]
 
     def embed_query(self, text: str) -> list[float]:
         """The query's vector."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,7 +59,7 @@ def stored_vectors(vectorstore: Any) -> StoredVectors | None:
     for any other store: meve then embeds each hit again with the store's Embeddings, and logs it."""
     if isinstance(vectorstore, InMemoryVectorStore):
         return lambda ids: [(row["text"], row["vector"]) if (row := vectorstore.store.get(i)) is not None else None for i in ids]
-    if any(c.__module__.startswith("langchain_chroma.") for c in type(vectorstore).__mro__):  # langchain-chroma is optional: not imported
+    if _is_chroma(vectorstore):
 
         def read(ids: Sequence[str]) -> list[tuple[str, Any] | None]:
             got = vectorstore.get(ids=list(ids), include=["documents", "embeddings"])
@@ -67,6 +68,29 @@ def stored_vectors(vectorstore: Any) -> StoredVectors | None:
 
         return read
     return None
+
+
+def _user_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    return {key: v for key, v in meta.items() if key != "id"}
+
+
+def _is_chroma(vectorstore: Any) -> bool:
+    return any(c.__module__.startswith("langchain_chroma.") for c in type(vectorstore).__mro__)  # langchain-chroma is optional: not imported
+
+
+def listed_rows(vectorstore: Any, page: int = 5000) -> list[tuple[str | None, str, dict[str, Any]]] | None:
+    """Every chunk a store holds as (id, text, metadata), for the stores that can list theirs
+    (langchain-chroma's ``Chroma``, read in pages; ``InMemoryVectorStore``); None for any other."""
+    if isinstance(vectorstore, InMemoryVectorStore):
+        return [(i, row["text"], dict(row.get("metadata") or {})) for i, row in vectorstore.store.items()]
+    if not _is_chroma(vectorstore):
+        return None
+    out: list[tuple[str | None, str, dict[str, Any]]] = []
+    while True:
+        got = vectorstore.get(include=["documents", "metadatas"], limit=page, offset=len(out))
+        out.extend((i, t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True))
+        if len(got["ids"]) < page:
+            return out
 
 
 class MeVeRetriever(BaseRetriever):
@@ -107,7 +131,7 @@ class MeVeRetriever(BaseRetriever):
     def from_vectorstore(
         cls,
         vectorstore: Any,
-        documents: Sequence[Document],
+        documents: Sequence[Document] | None = None,
         *,
         k: int | None = None,
         config: ConfigLike | None = None,
@@ -116,9 +140,14 @@ class MeVeRetriever(BaseRetriever):
         bm25_backend: str | None = None,
     ) -> MeVeRetriever:
         """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
-        feed the BM25 fallback. A document's id is its ``id`` or ``metadata['id']``; one with
-        neither gets a content id (``text-<sha256>``), and a hit the store names differently (or not
-        at all) is matched to a document by its text, so both sides return one passage once.
+        feed the BM25 fallback. They may be left out for a store meve can list (langchain-chroma's
+        ``Chroma``, ``InMemoryVectorStore``: a new process needs nothing but the store); for one it
+        cannot, they are required. A document's id is its ``id`` or ``metadata['id']``, else, in a
+        store meve can list, the id the store gave the same text (chunks added without ids, as
+        LangChain's tutorial adds them, so their stored vectors are read, not embedded again); one
+        with none of these gets a content id (``text-<sha256>``), and a hit the store names
+        differently (or not at all) is matched to a document by its text, so both sides return one
+        passage once.
 
         A hit's vector (its cosine to the query, the redundancy check) is the one the store keeps
         where :func:`stored_vectors` can read it, so the verifier's is the only model pass over a
@@ -136,7 +165,16 @@ class MeVeRetriever(BaseRetriever):
             docs = [Document(page_content=t, metadata=dict(m or {}), id=i) for i, t, m in zip(ids, texts, metadatas, strict=True)]
             vectorstore.add_documents(docs, ids=list(ids))
 
-        rows = [(_given_id(d), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for d in documents]
+        listed = listed_rows(vectorstore)
+        if documents is None:
+            if listed is None:
+                raise TypeError(f"meve cannot list the chunks of a {type(vectorstore).__name__}; pass documents= (the chunks you added to it)")
+            rows = [(i, t, _user_meta(m)) for i, t, m in listed]
+        else:
+            stored_ids = {t: i for i, t, _ in listed or ()}
+            rows = [
+                (_given_id(d) or stored_ids.get(d.page_content), d.page_content, {key: v for key, v in d.metadata.items() if key != "id"}) for d in documents
+            ]
         store = ForeignStore(
             name=type(embeddings).__name__,
             search=search,
@@ -148,6 +186,20 @@ class MeVeRetriever(BaseRetriever):
         )
         extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
         return cls(meve=meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra), k=k)
+
+    def warm_up(self, documents: Sequence[Document] | None = None, *, show_progress: bool = True) -> int:
+        """Load the models now and have the verifier read ``documents`` (default: every passage
+        this retriever knows) ahead of any query, with a progress bar; what it reads is kept on
+        disk, so later processes skip it too. Nothing to read for chunks embedded with
+        ``MeVeEmbeddings``. Returns how many went through the model."""
+        texts = self.meve.store.documents()[1] if documents is None else [d.page_content for d in documents]
+        before = getattr(self.meve.scorer, "encoded_ahead", 0)
+        self.meve.warm_up(list(texts), show_progress=show_progress)
+        return int(getattr(self.meve.scorer, "encoded_ahead", 0) - before)
+
+    async def awarm_up(self, documents: Sequence[Document] | None = None, *, show_progress: bool = True) -> int:
+        """:meth:`warm_up` in a worker thread."""
+        return await asyncio.to_thread(self.warm_up, documents, show_progress=show_progress)
 
     def _emit(self, run_manager: CallbackManagerForRetrieverRun) -> Any:
         child = run_manager.get_child()

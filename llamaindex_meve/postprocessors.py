@@ -9,7 +9,7 @@ LLM and the embedder via the excluded-keys lists. The input nodes are never muta
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +119,16 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
 
     async def _apostprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+
+    def warm_up(self, nodes: Sequence[BaseNode | NodeWithScore] = (), *, show_progress: bool = True) -> int:
+        """Load the models now and have the verifier read ``nodes`` (an index's nodes, embedded
+        with another model than meve's) ahead of any query, with a progress bar; what it reads is
+        kept on disk, so later processes skip it too. Returns how many went through the model."""
+        return self._models.read_ahead([llm_text(n.node if isinstance(n, NodeWithScore) else n) for n in nodes], show_progress=show_progress)
+
+    async def awarm_up(self, nodes: Sequence[BaseNode | NodeWithScore] = (), *, show_progress: bool = True) -> int:
+        """:meth:`warm_up` in a worker thread."""
+        return await asyncio.to_thread(self.warm_up, nodes, show_progress=show_progress)
 
 
 class RelevanceVerifier(_MeVeNodeProcessor):

@@ -148,6 +148,20 @@ class MeVeRetriever(BaseRetriever):
             out.append(annotate(NodeWithScore(node=node), passage_metadata(result, p), p.score, p))
         return out or empty_nodes(result, self.on_empty), result
 
+    def warm_up(self, nodes: Sequence[BaseNode] | None = None, *, show_progress: bool = True) -> int:
+        """Load the models now and have the verifier read ``nodes`` (default: every node this
+        retriever knows) ahead of any query, with a progress bar; what it reads is kept on disk, so
+        later processes skip it too. Nothing to read for an index built with ``MeVeEmbedding``.
+        Returns how many went through the model."""
+        chosen = list(self._nodes.values()) if nodes is None else list(nodes)
+        before = getattr(self.core.scorer, "encoded_ahead", 0)
+        self.core.warm_up([llm_text(n) for n in chosen], show_progress=show_progress)
+        return int(getattr(self.core.scorer, "encoded_ahead", 0) - before)
+
+    async def awarm_up(self, nodes: Sequence[BaseNode] | None = None, *, show_progress: bool = True) -> int:
+        """:meth:`warm_up` in a worker thread."""
+        return await asyncio.to_thread(self.warm_up, nodes, show_progress=show_progress)
+
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         nodes, result = await asyncio.to_thread(self._run, query_bundle)
         self._last.set(result)  # in the awaiting task's context: the worker thread's is a copy

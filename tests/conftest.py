@@ -5,6 +5,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +15,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The verifier's on-disk token cache is on by default (~/.cache/meve): the suite keeps its own, fresh
+# each run, so no run reads another's vectors; subprocesses inherit it, as an app's restarts share one.
+os.environ.setdefault("MEVE_CACHE_DIR", tempfile.mkdtemp(prefix="meve-test-cache-"))
 
 SHARED_DATA = Path(os.environ.get("MEVE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -18,7 +18,7 @@ from meve.scoring.embedders import SentenceTransformerEmbedder
 from meve.scoring.late_interaction import LateInteractionScorer
 from meve.scoring.protocols import Embedder, Scorer
 
-__version__ = "0.5.2"
+__version__ = "0.6.0"
 
 __all__ = [
     "ConfigError",

@@ -136,7 +136,7 @@ def test_from_vectorstore_keeps_the_users_langchain_chroma_store(minilm, chroma_
     assert top.metadata["meve_source"] == "verified"
     # The store's passages never went through meve's ingestion: their token vectors were made at query
     # time, by this retriever or an earlier component over the same model (the process shares them).
-    assert text_key(top.page_content) in default.meve.scorer.cache and default.meve.scorer.cache is shared_cache("all-MiniLM-L6-v2")
+    assert text_key(top.page_content) in default.meve.scorer.cache and default.meve.scorer.cache is shared_cache(minilm)
 
 
 def _fake_idless_store(embeddings):

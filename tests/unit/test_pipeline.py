@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meve import ConfigError, ContextResult, InputError, MeVe, MeVeConfig, StoreError
+from meve.core.logs import query_label
 from meve.retrieval.chroma import chroma_client
 from tests.fakes import FakeEmbedder, FakeScorer, run_while_ticking
 
@@ -92,7 +93,7 @@ def test_a_sentence_longer_than_t_max_is_cut_at_words_and_a_context_too_small_fo
         for _ in range(2):
             empty = m.run("eiffelxtowerz", t_max=1, prune="scorer")
     assert empty.documents == () and "raise t_max" in (why := empty.phase("budget").info["empty"]) and "prune='scorer'" not in why
-    assert caplog.text.count("empty context for the query 'eiffelxtowerz'") == 2  # every query, not once a process
+    assert caplog.text.count(f"empty context for {query_label('eiffelxtowerz')}") == 2  # every query, not once a process
 
 
 @pytest.mark.parametrize("query", ["", "   ", None, 42, b"bytes"])
@@ -223,7 +224,16 @@ def test_an_empty_context_is_logged_at_warning_with_its_reason_on_every_query(ca
     with caplog.at_level("WARNING", logger="meve"):
         m.run("capital of Australia")
         m.run("capital of Australia")
-    assert caplog.text.count("meve: empty context for the query 'capital of Australia': nothing relevant") == 2
+    assert caplog.text.count(f"meve: empty context for {query_label('capital of Australia')}: nothing relevant") == 2
+    assert "Australia" not in caplog.text  # issue 78 #10: above DEBUG a query is named by digest and length
+
+
+def test_a_query_s_words_reach_the_log_at_debug_only(caplog):
+    m = build(config=MeVeConfig(k_init=3, tau=0.5, n_min=3, fallback_k=3, t_max=200))
+    with caplog.at_level("DEBUG", logger="meve"):
+        m.run("capital of Australia")
+    lines = [r for r in caplog.records if "Australia" in r.getMessage()]
+    assert lines and all(r.levelname == "DEBUG" for r in lines)
 
 
 def test_min_keep_pads_an_empty_context_with_the_best_scored_candidates_flagged_as_such():

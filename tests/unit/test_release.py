@@ -51,6 +51,7 @@ def test_the_upgrade_note_covers_every_format():
         "memory_session": "chat session",
         "config_file": "config",
         "passage_windows": "window vectors",
+        "token_cache": "token-vector cache",
     }
     assert set(described) == set(FORMATS)  # a new persisted format needs a row here and in the note
     for kind, words in described.items():

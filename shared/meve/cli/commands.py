@@ -155,7 +155,7 @@ def _embedder(collection: Any, precision: str | None = None) -> Any:
 def _phase_table(result: Any) -> Any:
     from rich.table import Table
 
-    table = Table(title=f"MeVe trace — {result.query!r}")
+    table = Table(title=f"MeVe trace — {_shown(result.query)}")
     for col in ("phase", "kept", "dropped (why)", "tokens in→out", "ms", "notes"):
         table.add_column(col, overflow="fold")
     for rec in result.trace:
@@ -294,7 +294,7 @@ def _show_memory(args: argparse.Namespace, mem: Any, console: Any) -> None:
         return
     from rich.table import Table
 
-    table = Table(title=f"reconstruct {args.query!r} — {ctx.token_count}/{ctx.l_max} tokens, fusion {ctx.fusion}")
+    table = Table(title=f"reconstruct {_shown(args.query)} — {ctx.token_count}/{ctx.l_max} tokens, fusion {ctx.fusion}")
     for col in ("seq", "in", "bm25", "dense", "fused", "tokens", "why"):
         table.add_column(col, overflow="fold")
     for tr in ctx.trace[: args.show]:
@@ -311,3 +311,8 @@ def _show_memory(args: argparse.Namespace, mem: Any, console: Any) -> None:
     console.print(table)
     for t in ctx.turns:
         console.print(f"[{t.seq}] {t.role}: {t.text}")
+
+
+def _shown(query: str, limit: int = 120) -> str:
+    """A query as a trace's title shows it: whole up to ``limit`` characters, else its start and its length."""
+    return repr(query) if len(query) <= limit else f"{query[:limit]!r}… ({len(query)} characters)"

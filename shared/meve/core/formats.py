@@ -22,6 +22,8 @@ FORMATS: Mapping[str, int] = MappingProxyType(
     {
         # 2: every word piece of a passage (windows); 1 kept at most 254 per passage.
         "token_store": 2,
+        # 1: the framework paths' token vectors per model, int8 rows, fp16 scales and the dense vector (0.6.0).
+        "token_cache": 1,
         # 1: the layout since snapshots began (no marker before 0.2.0; same arrays and tokenizer).
         "bm25_snapshot": 1,
         # 2: id-less chat messages keyed by content and occurrence, every turn with ts and okey;

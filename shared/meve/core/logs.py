@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
 
-__all__ = ["log", "verbose", "warn_once"]
+__all__ = ["log", "query_label", "verbose", "warn_once"]
 
 log = logging.getLogger("meve")
 
@@ -26,3 +27,12 @@ def warn_once(key: str, message: str) -> None:
 def verbose() -> bool:
     """Third-party progress bars and load messages are shown only when ``MEVE_VERBOSE=1``."""
     return os.environ.get("MEVE_VERBOSE", "").strip().lower() in ("1", "true", "yes")
+
+
+def query_label(text: str) -> str:
+    """How a log line above DEBUG names a user's query: a short digest and its length, never its
+    words (a query can hold what its user would not have written to a log); the words go to a
+    DEBUG line of their own (issue 78 #10)."""
+    digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    log.debug("meve: query %s is %r", digest, text)
+    return f"query {digest} ({len(text)} characters)"

@@ -27,7 +27,7 @@ import numpy as np
 from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import InputError, StoreError
 from meve.core.languages import warn_if_unreadable
-from meve.core.logs import log
+from meve.core.logs import log, query_label
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
 from meve.memory.decide import Nearby, decide, decide_parts
@@ -333,7 +333,7 @@ class MomentaryMemory:
         exchange an adapter sends verbatim: the most recent turns kept are those before it)."""
         check_roles(keep_roles=keep_roles, skip_roles=skip_roles)
         t0, query = time.perf_counter(), check_query(query)
-        warn_if_unreadable(f"the query {query[:40]!r} to session {self.session_id!r}", [query], self.embedders[0].name)
+        warn_if_unreadable(f"the {query_label(query)} to session {self.session_id!r}", [query], self.embedders[0].name)
         cfg = self.config.replace(l_max=l_max, top_k=top_k, fusion=fusion, recent_turns=recent_turns, dates=dates, keep_recent=keep_recent)
         per_weights = signal_weights(weights if weights is not None else self.config.weights, tuple(e.name for e in self.embedders))
         self._catch_up()

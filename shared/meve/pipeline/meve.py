@@ -13,6 +13,7 @@ import numpy as np
 
 from meve.core.errors import InputError, StoreError
 from meve.core.languages import warn_if_unreadable
+from meve.core.logs import query_label
 from meve.core.records import ContextResult, PhaseRecord, check_query, check_texts, check_vector
 from meve.core.tokens import TokenCounter, get_token_counter
 from meve.mindref.documents import documents_from
@@ -80,12 +81,17 @@ class MeVe(Retriever):
         self._snapshots = Snapshots(None)
 
     # -- lifecycle ------------------------------------------------------------------------
-    def warm_up(self) -> MeVe:
+    def warm_up(self, texts: Sequence[str] | None = None, *, show_progress: bool = True) -> MeVe:
         """Load the embedder's and the verifier's models now, so the first query pays no load
         time (otherwise they load on first use; each loads once per process, see
-        :data:`meve.models.registry`)."""
-        self.embedder.encode(["warm up"])
-        warm_up_scorer(self.scorer)
+        :data:`meve.models.registry`). With ``texts`` (passages of a store meve did not index),
+        the verifier reads them now, with a progress bar, and keeps what it read on disk
+        (:meth:`meve.scoring.resolve.Models.read_ahead`)."""
+        if texts is None:
+            self.embedder.encode(["warm up"])
+            warm_up_scorer(self.scorer)
+        else:
+            self._models.read_ahead(texts, show_progress=show_progress)
         return self
 
     def close(self) -> None:
@@ -319,7 +325,7 @@ class MeVe(Retriever):
             raise StoreError("this MeVe was closed; build a new one (MeVe.from_chroma reopens a collection you keep)")
         query = check_query(query)
         cfg = self.config.replace(**overrides)
-        warn_if_unreadable(f"the query {query[:40]!r}", [query], self.embedder.name)
+        warn_if_unreadable(f"the {query_label(query)}", [query], self.embedder.name)
         t0 = time.perf_counter()
         qvec = self._embed_query(query, cfg.verify) if query_vector is None else check_vector(query_vector, "query_vector")
         candidates, lexical, info = self.retrieve(query, qvec, cfg, lambda: self.scorer)

@@ -17,7 +17,7 @@ import numpy as np
 
 from meve.core.config import MeVeConfig
 from meve.core.errors import ConfigError
-from meve.core.logs import log
+from meve.core.logs import log, query_label
 from meve.core.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.core.text import sentence_spans
 from meve.core.tokens import TokenCounter, count_many, read_stamp, stamp_key
@@ -229,7 +229,7 @@ def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace) -> Step:
             info.update(context_tokens=total, cut={cut.id: {"tokens_whole": counts[0], "tokens_kept": total, "spans": [list(s) for s in cut.spans or ()]}})
     if not out.kept:
         info["empty"] = _empty_reason(q, passages, counts)
-        log.warning("meve: empty context for the query %r: %s", q.text[:80], info["empty"])
+        log.warning("meve: empty context for %s: %s", query_label(q.text), info["empty"])
     return Step(out, info=info)
 
 

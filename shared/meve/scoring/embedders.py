@@ -78,6 +78,17 @@ class SentenceTransformerEmbedder:
         return registry.get("st", f"{path}|{self.precision}", self.device, factory, label=self.name)
 
     @property
+    def identity(self) -> str | None:
+        """Which weights this is, from its files (:func:`meve.scoring.token_cache.model_identity`),
+        without loading it; None for a loaded model handed in. Computed once."""
+        if not hasattr(self, "_identity"):
+            from meve.scoring.token_cache import model_identity
+
+            path = self._given if isinstance(self._given, str) else (default_model_path() if self._given is None else None)
+            self._identity = model_identity(path, self.precision)
+        return self._identity
+
+    @property
     def dimension(self) -> int:
         """The length of the vectors this model makes."""
         model = self.model

@@ -19,7 +19,6 @@ piece of the whole passage, one model pass per window.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -31,11 +30,11 @@ import numpy as np
 from meve.core.errors import ConfigError
 from meve.scoring.batching import default_batch_tokens
 from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PATH, Calibration
-from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder, default_embedder
+from meve.scoring.embedders import default_embedder
 from meve.scoring.protocols import Scoring, SharedPass
-from meve.scoring.registry import registry
 from meve.scoring.token_pass import Pass, forward
 from meve.scoring.token_store import TokenStore
+from meve.scoring.token_vectors import TokenVectorCache, dequantize, quantize, sentence_transformer_of, shared_cache, text_key, warn_query_time
 from meve.scoring.windows import pieces
 
 #: Texts whose token offsets a scorer keeps (8 bytes a word piece: ~8 KB for a 1,024-token passage).
@@ -49,125 +48,6 @@ def maxsim(query_tokens: np.ndarray, passage_tokens: np.ndarray) -> float:
     if len(query_tokens) == 0 or len(passage_tokens) == 0:
         return 0.0
     return float((query_tokens @ passage_tokens.T).max(axis=1).mean())
-
-
-def quantize(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int8 rows with one fp16 scale each: a quarter of fp32, and no measurable AUC loss (BENCHMARKS.md)."""
-    scale = np.abs(tokens).max(axis=1, keepdims=True) / 127.0
-    scale = np.where(scale == 0, 1.0, scale)
-    return np.round(tokens / scale).astype(np.int8), scale.astype(np.float16)
-
-
-def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """The float32 rows :func:`quantize` stored (scaled in place: one array, not two, per read)."""
-    out = np.asarray(q).astype(np.float32)
-    out *= np.asarray(scale, dtype=np.float32)
-    return out
-
-
-def text_key(text: str) -> str:
-    """The cache key of a text: its sha1, hex."""
-    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-class TokenVectorCache:
-    """Token vectors by text (sha1 key), int8-quantised, least recently used evicted past ``max_bytes``;
-    with each text's dense vector when the pass that made them kept it (:meth:`put_vector`), so a
-    text seen by an earlier query goes through no model again."""
-
-    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
-            raise ConfigError("cache_bytes", max_bytes, "an int >= 0 (bytes of token vectors kept in memory)")
-        self.max_bytes = max_bytes
-        self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._vectors: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-        self.bytes = 0
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __contains__(self, key: object) -> bool:
-        with self._lock:
-            return key in self._rows
-
-    def quantized(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
-        """A snapshot of every entry as stored: (key, int8 rows, fp16 scales), oldest first."""
-        with self._lock:
-            return [(k, q, s) for k, (q, s) in self._rows.items()]
-
-    def get(self, key: str) -> np.ndarray | None:
-        with self._lock:
-            row = self._rows.get(key)
-            if row is None:
-                self.misses += 1
-                return None
-            self.hits += 1
-            self._rows.move_to_end(key)
-        return dequantize(*row)
-
-    def vector(self, key: str) -> np.ndarray | None:
-        """The dense vector kept beside ``key``'s token vectors, if any."""
-        with self._lock:
-            return self._vectors.get(key) if key in self._rows else None
-
-    def put_vector(self, key: str, vec: np.ndarray) -> None:
-        """Keep ``vec`` (float32) beside ``key``'s token vectors (which must be cached), counted in ``bytes``."""
-        with self._lock:
-            if key in self._rows and key not in self._vectors:
-                self._vectors[key] = vec
-                self.bytes += vec.nbytes
-                self._evict()
-
-    def info(self) -> dict[str, int]:
-        """What the cache holds and how it served: entries, bytes, max_bytes, hits, misses."""
-        with self._lock:
-            return {"entries": len(self._rows), "bytes": self.bytes, "max_bytes": self.max_bytes, "hits": self.hits, "misses": self.misses}
-
-    def _evict(self) -> None:
-        while self.bytes > self.max_bytes and self._rows:
-            old, (oq, os_) = self._rows.popitem(last=False)
-            vec = self._vectors.pop(old, None)
-            self.bytes -= oq.nbytes + os_.nbytes + (vec.nbytes if vec is not None else 0)
-
-    def put(self, key: str, tokens: np.ndarray) -> None:
-        self.put_quantized(key, *quantize(np.asarray(tokens, dtype=np.float32)))
-
-    def put_quantized(self, key: str, q: np.ndarray, s: np.ndarray) -> None:
-        """An entry already in the stored form (see :meth:`quantized`), evicting past ``max_bytes``."""
-        size = q.nbytes + s.nbytes
-        with self._lock:
-            old = self._rows.pop(key, None)
-            if old is not None:
-                vec = self._vectors.pop(key, None)
-                self.bytes -= old[0].nbytes + old[1].nbytes + (vec.nbytes if vec is not None else 0)
-            if size > self.max_bytes:
-                return
-            self._rows[key] = (q, s)
-            self.bytes += size
-            self._evict()
-
-
-def _sentence_transformer(embedder: Any) -> Any:
-    """The sentence-transformers model behind a meve embedder (unwrapping CachedEmbedder)."""
-    inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
-    if not isinstance(inner, SentenceTransformerEmbedder):
-        raise ConfigError(
-            "embedder",
-            getattr(embedder, "name", type(embedder).__name__),
-            "a SentenceTransformerEmbedder (late interaction needs its token embeddings); pass scorer='cosine' or a cross-encoder for other embedders",
-        )
-    return inner
-
-
-def shared_cache(model: str) -> TokenVectorCache:
-    """The process's token-vector cache for ``model`` (an embedder's name), bounded at 512 MiB:
-    a text verified by one component (a postprocessor, a compressor, a retriever) is not encoded
-    again by the next one built over the same model, nor by a new one built per request."""
-    cache: TokenVectorCache = registry.singleton(f"token-cache:{model}", TokenVectorCache)
-    return cache
 
 
 class LateInteractionScorer:
@@ -189,7 +69,7 @@ class LateInteractionScorer:
     ) -> None:
         """``cache``: a token-vector cache to share (:func:`shared_cache`: every default component
         over one model in a process reads the same), else one of its own of ``cache_bytes``."""
-        self._st = _sentence_transformer(embedder if embedder is not None else default_embedder())
+        self._st = sentence_transformer_of(embedder if embedder is not None else default_embedder())
         self.calibration = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration or CALIBRATION_PATH)
         self._own_calibration = calibration is not None
         self.cache = cache if cache is not None else TokenVectorCache(cache_bytes)
@@ -202,6 +82,7 @@ class LateInteractionScorer:
         self.name = f"late-interaction:{self._st.name}"
         self.pairs_scored = 0
         self.encoded_at_query_time = 0
+        self.encoded_ahead = 0  # texts read by embed_passages outside a query (indexing, warm_up)
 
     def scoring(self) -> Scoring:
         """This scorer as a MeVe runs it (:class:`meve.scoring.protocols.Scoring`): sentences scored in
@@ -230,11 +111,7 @@ class LateInteractionScorer:
             self.store.put_many([(text_key(t), tok) for t, tok in zip(texts, tokens, strict=True)])
             return []
         rows = [quantize(np.asarray(tok, dtype=np.float32)) for tok in tokens]
-        for i, (text, (q, scale)) in enumerate(zip(texts, rows, strict=True)):
-            key = text_key(text)
-            self.cache.put_quantized(key, q, scale)
-            if vecs is not None:
-                self.cache.put_vector(key, vecs[i])
+        self.cache.keep([text_key(t) for t in texts], rows, vecs)
         return rows
 
     def cache_info(self) -> dict[str, int]:
@@ -243,7 +120,7 @@ class LateInteractionScorer:
         return {**self.cache.info(), "encoded_at_query_time": self.encoded_at_query_time}
 
     def _lookup_many(self, keys: list[str]) -> list[np.ndarray | None]:
-        return self.store.get_many(keys) if self.store is not None else [self.cache.get(k) for k in keys]
+        return self.store.get_many(keys) if self.store is not None else self.cache.get_many(keys)
 
     def warm_up(self) -> LateInteractionScorer:
         """Load the model now (it otherwise loads on first use); returns self."""
@@ -275,12 +152,25 @@ class LateInteractionScorer:
         through one pass that keeps both (counted in ``encoded_at_query_time``)."""
         if not texts:
             return np.zeros((0, self._st.dimension), dtype=np.float32)
+        return self.embed_passages(texts, at_query_time=True)
+
+    def embed_passages(self, texts: Sequence[str], *, at_query_time: bool = False) -> np.ndarray:
+        """Dense embeddings of passages, as the embedder makes them: a text whose dense vector is
+        kept (in memory, or on disk from an earlier process) runs no model; the rest go through
+        one pass that keeps their token vectors too, so the verifier reads them without the model
+        (``MeVeEmbedding`` / ``MeVeEmbeddings`` index through this)."""
+        if not texts:
+            return np.zeros((0, self._st.dimension), dtype=np.float32)
         keys = [text_key(t) for t in texts]
-        known = {k: v for k in dict.fromkeys(keys) if (v := self.cache.vector(k)) is not None} if self.store is None else {}
+        known = self.cache.vectors(keys) if self.store is None else {}
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in known))
         if todo:
             vecs, tokens, _ = self._forward(todo)
-            self.encoded_at_query_time += len(todo)
+            if at_query_time:
+                self.encoded_at_query_time += len(todo)
+                warn_query_time(self._st.name, len(todo), self.cache.disk is not None)
+            else:
+                self.encoded_ahead += len(todo)
             self._keep(todo, tokens, vecs)
             known.update(zip((text_key(t) for t in todo), vecs, strict=True))
         return np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
@@ -290,9 +180,10 @@ class LateInteractionScorer:
         found = self._lookup_many(keys)
         missing = list(dict.fromkeys(p for p, f in zip(passages, found, strict=True) if f is None))
         if missing:
-            tokens = self._forward(missing).tokens
+            out = self._forward(missing)
             self.encoded_at_query_time += len(missing)
-            rows = self._keep(missing, tokens)
+            warn_query_time(self._st.name, len(missing), self.store is not None or self.cache.disk is not None)
+            rows = self._keep(missing, out.tokens, out.vecs)
             # Score what is kept (the store's rows, or the cache's int8 rows even when it is too small
             # to hold them), so a passage scores the same on its first query as on later ones.
             kept = self._lookup_many([text_key(t) for t in missing]) if self.store is not None else [dequantize(q, scale) for q, scale in rows]

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from meve.core.errors import ConfigError
 from meve.scoring.cosine import CosineScorer
@@ -58,7 +62,7 @@ def make_scoring(spec: ScorerSpec, embedder: Embedder) -> Scoring:
         return Scoring.of(spec)
     name = _name(spec)
     if name == "late-interaction":
-        return LateInteractionScorer(embedder, cache=shared_cache(embedder.name)).scoring()
+        return LateInteractionScorer(embedder, cache=shared_cache(embedder)).scoring()
     if name == "cosine":
         return Scoring.of(CosineScorer(embedder))
     if name in SHIPPED:
@@ -100,6 +104,7 @@ class Models:
         self._store = store
         self._scoring: Scoring | None = None
         self._token_dir: Path | None = None
+        self._passages: Any = None
         # Threads share a component: without the lock two first calls could each build a scorer
         # (two models, two token stores), and one of them would be lost.
         self._lock = threading.RLock()
@@ -124,6 +129,42 @@ class Models:
                 if self._embedder is None:
                     self._embedder = default_embedder()
         return self._embedder
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """The embedder's vectors of passages being indexed. Over a sentence-transformers model
+        (meve's default included) the same pass keeps their token vectors, in memory and in the
+        on-disk cache (:func:`~meve.scoring.late_interaction.shared_cache`), so the verifier reads
+        them with no model at query time, in this process or a later one; a text kept already runs
+        no model. Any other embedder just encodes."""
+        with self._lock:
+            if self._passages is None:
+                try:
+                    self._passages = LateInteractionScorer(self.embedder, cache=shared_cache(self.embedder))
+                except ConfigError:  # not a sentence-transformers model: no token vectors to keep
+                    self._passages = False
+        if self._passages is False:
+            return np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
+        return np.asarray(self._passages.embed_passages(list(texts)))
+
+    def read_ahead(self, texts: Sequence[str], *, show_progress: bool = True, batch_size: int = 64) -> int:
+        """Load the models, then have the verifier read ``texts`` now (a late-interaction verifier
+        keeps their token vectors, in memory and on disk), so no query reads them; returns how
+        many went through the model (those kept already, here or on disk, do not). Other
+        verifiers read a passage with each query, so for them this only loads the model."""
+        from tqdm.auto import tqdm
+
+        self.embedder.encode(["warm up"])
+        warm_up_scorer(self.scorer)
+        scorer = self.scorer
+        if not isinstance(scorer, LateInteractionScorer):
+            return 0
+        todo = list(dict.fromkeys(texts))
+        before = scorer.encoded_ahead
+        with tqdm(total=len(todo), desc="meve: reading passages", unit="passage", disable=not show_progress) as bar:
+            for start in range(0, len(todo), batch_size):
+                scorer.embed_passages(todo[start : start + batch_size])
+                bar.update(len(todo[start : start + batch_size]))
+        return scorer.encoded_ahead - before
 
     @property
     def scoring(self) -> Scoring:
