@@ -148,3 +148,24 @@ def test_nodes_embedded_by_another_model_are_read_at_query_time_with_one_warning
     kept = post.postprocess_nodes([NodeWithScore(node=n, score=1.0) for n in ahead], QueryBundle(QUESTION))
     assert kept and scorer.encoded_at_query_time == before  # read ahead: the query read none of them
     assert post.warm_up(ahead, show_progress=False) == 0  # kept already: not read again
+
+
+def test_meves_own_ingestion_keeps_its_vectors_itself_and_the_disk_cache_serves_the_framework_paths(minilm):
+    import uuid
+
+    from meve import MeVe
+    from meve.scoring.token_vectors import shared_cache, text_key
+
+    disk = shared_cache(minilm).disk
+    assert disk is not None  # the suite's MEVE_CACHE_DIR, as a user's ~/.cache/meve
+    tag = uuid.uuid4().hex[:8]
+    texts = [f"Corpus {tag}: the derailleur moves the chain, part {i}." for i in range(3)]
+    m = MeVe.from_texts(texts, embedder=minilm)
+    assert disk.get_many([text_key(t) for t in texts]) == [None] * 3  # its corpus keeps them: no copy on disk
+    m.run(QUESTION)
+    assert m.scorer.encoded_at_query_time == 0
+    from langchain_meve import MeVeEmbeddings
+
+    other = [f"Chunk {tag}: a chain wears out after {i} thousand km." for i in range(2)]
+    MeVeEmbeddings().embed_documents(other)
+    assert all(hit is not None for hit in disk.get_many([text_key(t) for t in other]))  # indexing through the framework path: kept

@@ -104,14 +104,17 @@ class LateInteractionScorer:
             self.calibration = Calibration.load(COMPRESSED_CALIBRATION_PATH)
         return self
 
-    def _keep(self, texts: Sequence[str], tokens: Sequence[np.ndarray], vecs: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Keep ``texts``' token vectors (the store, else the cache); returns the int8 rows and scales
-        the cache was given (what it reads back), none when a store keeps them."""
+    def _keep(
+        self, texts: Sequence[str], tokens: Sequence[np.ndarray], vecs: np.ndarray | None = None, *, disk: bool = True
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Keep ``texts``' token vectors (the store, else the cache, on disk too unless ``disk`` is
+        False); returns the int8 rows and scales the cache was given (what it reads back), none
+        when a store keeps them."""
         if self.store is not None:
             self.store.put_many([(text_key(t), tok) for t, tok in zip(texts, tokens, strict=True)])
             return []
         rows = [quantize(np.asarray(tok, dtype=np.float32)) for tok in tokens]
-        self.cache.keep([text_key(t) for t in texts], rows, vecs)
+        self.cache.keep([text_key(t) for t in texts], rows, vecs, disk=disk)
         return rows
 
     def cache_info(self) -> dict[str, int]:
@@ -143,7 +146,9 @@ class LateInteractionScorer:
         if not texts:
             return np.zeros((0, self._st.dimension), dtype=np.float32), []
         out = self._forward(texts)
-        self._keep(texts, out.tokens, out.vecs)
+        # MeVe's own ingestion: its corpus keeps them (its token store, or this process's memory), so
+        # the disk cache, which serves the framework paths, is not filled with a copy.
+        self._keep(texts, out.tokens, out.vecs, disk=False)
         return out.vecs, out.windows
 
     def embed_for_query(self, texts: Sequence[str]) -> np.ndarray:

@@ -184,6 +184,8 @@ class DiskTokens:
 
     def _mapped(self, end: int) -> np.ndarray | None:
         if self._data is None or len(self._data) < end:
+            if not (self.path / "data.bin").exists():  # removed by hand, or started afresh this instant
+                return None
             with open(self.path / "data.bin", "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if self._inode_now() != self._inode or size < end:

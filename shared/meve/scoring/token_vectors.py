@@ -121,14 +121,14 @@ class TokenVectorCache:
                     out[k] = hit[2]
         return out
 
-    def keep(self, keys: Sequence[str], rows: Sequence[tuple[np.ndarray, np.ndarray]], vecs: np.ndarray | None) -> None:
+    def keep(self, keys: Sequence[str], rows: Sequence[tuple[np.ndarray, np.ndarray]], vecs: np.ndarray | None, *, disk: bool = True) -> None:
         """Keep each key's int8 rows and scales (and dense vector): in memory, and on disk where
-        there is a disk tier and the vector is given (a disk entry always has one)."""
+        ``disk`` is True, there is a disk tier and the vector is given (a disk entry always has one)."""
         for i, (key, (q, scale)) in enumerate(zip(keys, rows, strict=True)):
             self.put_quantized(key, q, scale)
             if vecs is not None:
                 self.put_vector(key, vecs[i])
-        if vecs is not None and self.disk is not None:
+        if disk and vecs is not None and self.disk is not None:
             self.disk.put_many([(k, q, scale, v) for k, (q, scale), v in zip(keys, rows, vecs, strict=True)])
 
     def put_vector(self, key: str, vec: np.ndarray) -> None:
