@@ -542,3 +542,13 @@ def test_tool_and_function_results_are_stored_and_survive_a_restart(minilm, tmp_
     off = MomentaryChatMemory.from_defaults("agent-2", path=db, embedders=[minilm], store_tool_results=False)
     off.put(ChatMessage(role=MessageRole.TOOL, content="not kept", additional_kwargs={"tool_call_id": "c9"}))
     assert off.get_all() == []
+
+
+def test_token_budget_alone_cuts_a_node_too_long_for_it_to_its_opening_without_a_model():
+    # Issue 78 #9: TokenBudget loaded the verifier (10.9 s) to cut a node, and chose the excerpt by its
+    # similarity to a placeholder query when none was given.
+    text = " ".join(f"Sentence {i} says something about chains and gears." for i in range(60))
+    budget = TokenBudget(t_max=30)
+    kept = budget.postprocess_nodes([NodeWithScore(node=TextNode(text=text), score=1.0)])
+    assert len(kept) == 1 and text.startswith(kept[0].node.get_content()) and kept[0].node.get_content().startswith("Sentence 0 says")
+    assert budget._models._scoring is None  # no scorer resolved, so no model loaded

@@ -604,3 +604,21 @@ def test_one_writers_finish_does_not_mark_another_writers_ingestion_complete(cap
         writing.join(30)
     assert client.get_collection("two-writers").metadata["meve:complete"] is True
     assert {"kiwi", "penguin"} <= set(a.store.ids())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "猫は窓辺で眠り、犬は庭を走り回り、鳥は木の上で歌っていました" * 12 + "。",  # no whitespace at all
+        "The chart follows. data:image/png;base64,"
+        + "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg" * 8
+        + " end of chart",
+    ],
+)
+def test_text_with_no_whitespace_is_cut_to_fit_rather_than_left_out(text):
+    # Issue 78 #5: a sentence longer than t_max was split at whitespace only, so such text gave an empty
+    # context with the false reason "its smallest sentence needs more".
+    m = MeVe.from_texts([text], embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(tau=0.0, t_max=40))
+    r = m.run("where do the cats sleep")
+    assert r.documents and 0 < r.token_count <= 40
+    assert r.context in text  # one contiguous excerpt of the passage

@@ -101,16 +101,29 @@ def _runs(sp: Sequence[tuple[int, int]], keep: set[int]) -> list[tuple[int, int]
     return runs
 
 
+#: Characters beyond which a run with no whitespace is not a word (English's longest in common use are under 30).
+_RUN = 32
+
+
 def word_windows(text: str, spans: Sequence[tuple[int, int]], counts: Sequence[int], limit: int) -> list[tuple[int, int]]:
     """``spans`` with each one over ``limit`` tokens (``counts``) split at whitespace into about
     equal parts that fit: a sentence longer than the budget (a table, code, text with no full
-    stop) can then still be cut to."""
+    stop) can then still be cut to. A run of text with no whitespace longer than any word of a
+    language that spaces its words (:data:`_RUN`: Chinese, Japanese, an inline base64 image) is
+    split into pieces of characters first, each about half the limit at the span's tokens per
+    character (issue 78 #5: such text was never cut); a word is never split."""
     out: list[tuple[int, int]] = []
     for (a, b), n in zip(spans, counts, strict=True):
         if n <= limit:
             out.append((a, b))
             continue
-        words = [(m.start() + a, m.end() + a) for m in re.finditer(r"\S+", text[a:b])]
+        chars = max(1, (b - a) * max(1, limit // 2) // max(n, 1))
+        words = [
+            (i, min(i + step, m.end() + a))
+            for m in re.finditer(r"\S+", text[a:b])
+            for step in [chars if m.end() - m.start() > _RUN else m.end() - m.start()]
+            for i in range(m.start() + a, m.end() + a, step)
+        ]
         per = max(1, len(words) * max(1, limit // 2) // max(n, 1))  # about half the limit per part, in words
         out += [(words[i][0], words[min(i + per, len(words)) - 1][1]) for i in range(0, len(words), per)]
     return out

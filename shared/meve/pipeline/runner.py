@@ -212,16 +212,18 @@ def prune_step(q: Query, passages: tuple[Passage, ...]) -> Step:
     return Step(prune_sentences(passages, spans, scores, cfg.prune_ratio, cfg.prune_gate), info={"mode": cfg.prune, "prune_ratio": cfg.prune_ratio})
 
 
-def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace) -> Step:
+def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace, *, read_order: bool = False) -> Step:
     """Phase 5: greedy packing into t_max tokens of the joined context. When no passage fits
     whole (a LlamaIndex default node is 1,024 tokens, t_max 512), the first, the most relevant, is
-    cut to its best excerpt within t_max (:func:`cut_one`) rather than leave the context empty."""
+    cut to its best excerpt within t_max (:func:`cut_one`) rather than leave the context empty;
+    with ``read_order`` (the budget run alone, as LlamaIndex's ``TokenBudget``: nothing verified,
+    no model to load) to its opening sentences instead."""
     cfg = q.cfg
     counts = [trace.tokens([p]) for p in passages]
     out, _, total = pack_context(passages, counts, q.counter, cfg.t_max, cfg.separator, cfg.max_passages)
     info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": q.counter.name, "context_tokens": total}
     if not out.kept and passages:
-        cut = cut_one(q, passages[0], counts[0])
+        cut = cut_one(q, passages[0], counts[0], read_order=read_order)
         if cut is not None:
             out, _, total = pack_context((cut,), [int(cut.tokens or 0)], q.counter, cfg.t_max, cfg.separator, cfg.max_passages)
             dropped = tuple(Dropped(p.id, f"over budget: needs {n} tokens, t_max {cfg.t_max}", float(n)) for p, n in zip(passages[1:], counts[1:], strict=True))
@@ -233,14 +235,18 @@ def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace) -> Step:
     return Step(out, info=info)
 
 
-def cut_one(q: Query, passage: Passage, tokens: int) -> Passage | None:
+def cut_one(q: Query, passage: Passage, tokens: int, *, read_order: bool = False) -> Passage | None:
     """``passage`` (``tokens`` long, over t_max) cut to the run of sentences around the one the
-    scorer rates highest that fits t_max (:func:`~meve.pipeline.prune.cut_to_fit`); a sentence
-    longer than t_max is split at whitespace first."""
+    scorer rates highest that fits t_max (:func:`~meve.pipeline.prune.cut_to_fit`), or, with
+    ``read_order``, around its first (no model reads the query); a sentence longer than t_max is
+    split at whitespace first, or into pieces of characters where it has none (Chinese, base64)."""
     limit = q.cfg.t_max
     spans = sentence_spans(passage.text) or [(0, len(passage.text))]
     spans = word_windows(passage.text, spans, count_many(q.counter, [passage.text[a:b] for a, b in spans]), limit)
-    (scores,) = q.scoring().spans(q.text, [passage.text], [spans])
+    if read_order:
+        scores = np.linspace(1.0, 0.0, num=len(spans))
+    else:
+        (scores,) = q.scoring().spans(q.text, [passage.text], [spans])
     return cut_to_fit(passage, spans, scores, limit, q.counter.count)
 
 
@@ -294,7 +300,7 @@ def run_phases(
         if name not in phases:
             step = Step(PhaseOutput(passages, info={"skipped": "not run by this component"}))
         elif name == "budget":
-            step = budget_step(q, passages, trace)
+            step = budget_step(q, passages, trace, read_order="verify" not in phases)
         else:
             step = _STEPS[name](q, passages)
         trace.record(name, passages, step, (time.perf_counter() - t0) * 1000.0)
