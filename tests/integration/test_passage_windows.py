@@ -146,3 +146,50 @@ def test_meve_index_replace_gives_an_index_built_before_windows_its_windows(tmp_
     capsys.readouterr()
     assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000", "--replace"]) == 0
     assert "window vector" not in capsys.readouterr().out  # it has them: nothing said, nothing made
+
+
+def _window_rows(chroma_dir: str, name: str) -> dict[str, str]:
+    got = chroma_client(chroma_dir).get_collection(windows_name(name)).get(include=["metadatas"])
+    return {i: str(m["meve:passage"]) for i, m in zip(got["ids"], got["metadatas"], strict=True)}
+
+
+def test_meve_index_replace_deletes_the_windows_of_the_chunks_it_deletes(tmp_path, capsys):
+    # Issue 78 #3: after --replace, 7 of 10 window rows belonged to deleted chunks, and the k nearest windows were stale.
+    from meve.cli import main
+
+    notes, db = tmp_path / "log.md", tmp_path / "db"
+    notes.write_text(DEEP)
+    assert main(["index", str(notes), "--db", str(db), "--chunk-tokens", "2000"]) == 0
+    before = _window_rows(str(db), "meve")
+    assert before  # the long chunk has later windows
+    notes.write_text(WEATHER + " The keeper retired and the lighthouse was automated in 1961.")
+    assert main(["index", str(notes), "--db", str(db), "--chunk-tokens", "2000", "--replace"]) == 0, capsys.readouterr().err
+    stored = set(chroma_client(str(db)).get_collection("meve").get(include=[])["ids"])
+    after = _window_rows(str(db), "meve")
+    assert after and set(after.values()) <= stored and not set(before) & set(after)
+
+
+def test_a_collection_rebuilt_under_the_same_name_never_reads_the_old_ones_windows(chroma_dir):
+    # Issue 78 #3: after delete_collection and a rebuild, the new doc-0 got the old doc-0's window score.
+    client = chroma_client(chroma_dir)
+    MeVe.from_texts([DEEP, "A short note about tea."], ids=["doc-0", "doc-1"], client=client, collection_name="log").close()
+    client.delete_collection("log")
+    fresh = ["A short note about coffee.", "Another note about biscuits."]
+    with MeVe.from_texts(fresh, ids=["doc-0", "doc-1"], client=chroma_client(chroma_dir), collection_name="log") as m:
+        hits = m.store.query(m.query_vector(QUESTION), 2)
+        own = {p.id: p.dense_score for p in m.store.query_heads(m.query_vector(QUESTION), 2)}
+    assert {p.id: p.dense_score for p in hits} == own  # scored by their own vectors: no window of the old doc-0
+    assert _window_rows(chroma_dir, "log") == {}
+
+
+def test_a_window_made_from_other_text_than_its_passages_is_ignored(chroma_dir):
+    with MeVe.from_texts([DEEP, *OTHERS], ids=["deep", *[f"fair{j}" for j in range(12)]], client=chroma_client(chroma_dir), collection_name="log") as m:
+        q = m.query_vector(QUESTION)
+        found = {p.id: p.dense_score for p in m.store.query(q, 3)}
+        assert "deep" in found  # its window finds it
+        # Another writer replaces the passage's text under the same id, without meve (its windows are not remade).
+        vec = m.store.collection.get(ids=["deep"], include=["embeddings"])["embeddings"]
+        m.store.collection.update(ids=["deep"], documents=["A short note about tea."], embeddings=vec)
+        again = {p.id: p.dense_score for p in m.store.query(q, 13)}
+        head = {p.id: p.dense_score for p in m.store.query_heads(q, 13)}
+    assert again.get("deep") == head.get("deep")  # its own vector's score, not the old text's window

@@ -69,6 +69,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from meve.core.tokens import get_token_counter
     from meve.pipeline.meve import MeVe
     from meve.retrieval.chroma import chroma_call, chroma_client
+    from meve.retrieval.passage_windows import PassageWindows
 
     paths = [Path(name) for name in args.files]
     records = [_read_records(path) for path in paths]  # every file is checked before anything is written
@@ -105,6 +106,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         chroma_call("record the moved files' paths", collection.update, ids=[p for p, _ in page], metadatas=[{"source": s} for _, s in page])
     for start in range(0, len(delete), 1000):
         chroma_call("delete replaced chunks", collection.delete, ids=delete[start : start + 1000])
+    stale = PassageWindows.open(collection, create=False) if delete else None
+    if stale is not None:  # their window vectors too: they would still answer searches (issue 78 #3)
+        stale.delete(delete)
     kept = len(chunks) - len(add)
     total = chroma_call("count the collection", collection.count)
     note = (f", {kept} unchanged" if kept else "") + (f", replacing {len(delete)} old chunk(s)" if delete else "")

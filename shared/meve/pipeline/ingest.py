@@ -75,7 +75,7 @@ def ingest(meve: MeVe, texts: list[str], ids: list[str], metas: list[dict[str, A
                 counts = count_many(meve.token_counter, texts[sl])
                 batch = [{**(m or {}), key: stamp(t, n)} for m, t, n in zip(batch, texts[sl], counts, strict=True)]
             if kept is not None and wins is not None:
-                kept.add(ids[sl], wins)
+                kept.add(ids[sl], wins, texts[sl])
             store.add(ids[sl], texts[sl], batch, vecs)
             meve.lexical.add(ids[sl], texts[sl])
             trim()  # the batch's activations are freed; give their pages back (meve.core.heap)
@@ -107,7 +107,7 @@ def add_windows(meve: MeVe, *, show_progress: bool = False, batch_size: int = 25
             _, wins = vectors(meve, [t for _, t in part], True)
             if wins is None:
                 raise TypeError(f"embedder {meve.embedder.name!r} cannot make window vectors (meve's sentence-transformers embedder can)")
-            written += kept.add([pid for pid, _ in part], wins)
+            written += kept.add([pid for pid, _ in part], wins, [t for _, t in part])
             bar.update(len(part))
     return written
 

@@ -31,6 +31,7 @@ __all__ = [
     "chroma_call",
     "chroma_client",
     "chroma_http_client",
+    "delete_sibling",
     "open_clients",
     "read_only_copy",
     "release_client",
@@ -293,6 +294,12 @@ def sibling_collection(collection: Any, name: str, *, metadata: dict[str, Any], 
         except (NotFoundError, ValueError):  # ValueError: Chroma before 1.0 said "does not exist" so
             return None
     return Collection(client=server, model=model, embedding_function=None)
+
+
+def delete_sibling(collection: Any, name: str) -> None:
+    """Delete collection ``name`` in ``collection``'s client, tenant and database."""
+    server = collection._client
+    chroma_call(f"delete collection {name!r}", server.delete_collection, name=name, tenant=collection.tenant, database=collection.database)
 
 
 def unique_collection_name(prefix: str = "meve") -> str:

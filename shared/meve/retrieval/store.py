@@ -16,7 +16,7 @@ from meve.core.logs import log
 from meve.core.records import Passage
 from meve.retrieval.chroma import chroma_call, warn_if_untimed
 from meve.retrieval.directory import directory_lock
-from meve.retrieval.passage_windows import PassageWindows
+from meve.retrieval.passage_windows import PassageWindows, text_digest
 
 __all__ = ["WRITING", "ChromaStore", "Ingestion", "PassageStore", "log_unfinished", "plain_query", "refuse_changed", "stored_texts", "unfinished"]
 
@@ -163,12 +163,18 @@ class ChromaStore:
         passages = self._passages(res["ids"][0], res["documents"][0], res["metadatas"][0], res["embeddings"][0], np.asarray(vector, dtype=np.float32))
         return sorted(passages, key=lambda p: -(p.dense_score or 0.0))
 
-    def _with_windows(self, passages: list[Passage], best: dict[str, float], k: int) -> list[Passage]:
-        """Each passage scored by the best of its own vector and its later windows', the passages
-        found by a window alone read in; the ``k`` best."""
+    def _with_windows(self, passages: list[Passage], best: dict[str, dict[str, float]], k: int) -> list[Passage]:
+        """Each passage scored by the best of its own vector and its later windows' (those made
+        from its current text, or written before windows named it), the passages found by a
+        window alone read in; the ``k`` best."""
         have = {p.id for p in passages}
         found = passages + self.get([pid for pid in best if pid not in have])
-        scored = [p.with_(dense_score=max(p.dense_score if p.dense_score is not None else -1.0, best.get(p.id, -1.0))) for p in found]
+
+        def window(p: Passage) -> float:
+            kept = best.get(p.id, {})
+            return max((v for made_from, v in kept.items() if made_from in ("", text_digest(p.text))), default=-1.0)
+
+        scored = [p.with_(dense_score=max(p.dense_score if p.dense_score is not None else -1.0, window(p))) for p in found]
         return sorted(scored, key=lambda p: -(p.dense_score or 0.0))[:k]
 
     def get(self, ids: Sequence[str]) -> list[Passage]:
