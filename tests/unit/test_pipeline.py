@@ -622,3 +622,18 @@ def test_text_with_no_whitespace_is_cut_to_fit_rather_than_left_out(text):
     r = m.run("where do the cats sleep")
     assert r.documents and 0 < r.token_count <= 40
     assert r.context in text  # one contiguous excerpt of the passage
+
+
+def test_a_pruned_passage_cut_to_fit_reports_spans_of_the_stored_text():
+    # Issue 78 #6: with prune="scorer" the cut's spans were offsets into the pruned text, not the stored one.
+    from meve.pipeline.prune import GAP_MARK
+
+    sentences = [
+        "Chains need oil every week in wet weather." if i % 3 == 0 else f"Filler sentence number {i} is about something else entirely." for i in range(30)
+    ]
+    stored = " ".join(sentences)
+    m = MeVe.from_texts([stored], embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(tau=0.0, t_max=40, prune="scorer"))
+    r = m.run("how often do chains need oil in wet weather")
+    (doc,) = r.documents
+    assert r.phase("budget").info.get("cut") and doc.spans and len(doc.spans) > 1  # pruned, then cut: several stored spans
+    assert GAP_MARK.join(stored[a:b] for a, b in doc.spans) == doc.text

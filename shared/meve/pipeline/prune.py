@@ -148,4 +148,21 @@ def cut_to_fit(cand: Passage, spans: Sequence[tuple[int, int]], scores: Sequence
         lo, hi = min(lo, fits[0]), max(hi, fits[0])
     start, end = spans[lo][0], spans[hi][1]
     text = cand.text[start:end]
-    return cand.with_(text=text, spans=((start, end),), tokens=count(text))
+    return cand.with_(text=text, spans=in_stored_text(cand, start, end), tokens=count(text))
+
+
+def in_stored_text(cand: Passage, start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """Characters ``start:end`` of ``cand.text`` as spans of the stored text: the same span for a
+    whole passage; for one pruning already cut (its text the kept spans joined by :data:`GAP_MARK`),
+    the parts of those spans the range covers (issue 78 #6: they were offsets into the pruned text)."""
+    if cand.spans is None:
+        return ((start, end),)
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for i, (a, b) in enumerate(cand.spans):
+        pos += len(GAP_MARK) if i else 0
+        lo, hi = max(start, pos), min(end, pos + b - a)
+        if lo < hi:
+            out.append((a + lo - pos, a + hi - pos))
+        pos += b - a
+    return tuple(out)
