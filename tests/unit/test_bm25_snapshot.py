@@ -168,3 +168,16 @@ def test_a_snapshot_of_a_newer_meve_is_refused_and_left_in_place(tmp_path):
     with pytest.raises(FormatError, match="newer meve"):
         reopen()
     assert json.loads(marker.read_text()) == {"format": 7}  # not rebuilt over
+
+
+@pytest.mark.parametrize("said", [[1], "1", {"format": "one"}, {"format": 0}, {"format": True}])
+def test_a_damaged_format_marker_is_a_clear_store_error_not_read_as_current(tmp_path, said):
+    # Issue 78 (smaller): an invalid value was accepted as format 1, and a non-object raised AttributeError.
+    import json
+
+    from meve.core.errors import StoreError
+
+    folder = LexicalIndex(["a", "b"], TEXTS[:2]).save(tmp_path / "bm25")
+    (folder / "format.json").write_text(json.dumps(said))
+    with pytest.raises(StoreError, match="BM25 snapshot|format.json"):
+        LexicalIndex.load(tmp_path / "bm25")

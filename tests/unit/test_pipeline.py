@@ -637,3 +637,13 @@ def test_a_pruned_passage_cut_to_fit_reports_spans_of_the_stored_text():
     (doc,) = r.documents
     assert r.phase("budget").info.get("cut") and doc.spans and len(doc.spans) > 1  # pruned, then cut: several stored spans
     assert GAP_MARK.join(stored[a:b] for a, b in doc.spans) == doc.text
+
+
+@pytest.mark.parametrize("vec", [np.zeros(16), np.full(16, 2.0), [float("nan")] * 16])
+def test_a_query_vector_that_is_zero_not_unit_or_not_finite_is_refused_naming_its_length(vec):
+    # Issue 78 (smaller): run(query_vector=...) took a zero or non-unit vector and read dot products as cosines.
+    m = MeVe.from_texts(["Chains need oil."], embedder=FakeEmbedder(), scorer=FakeScorer())
+    with pytest.raises(InputError, match="query_vector must"):
+        m.run("chains", query_vector=vec)
+    good = m.query_vector("chains")
+    assert m.run("chains", query_vector=good).documents

@@ -90,10 +90,14 @@ def check_metadata(meta: Mapping[str, Any] | None, where: str) -> dict[str, Any]
 
 
 def check_vector(vec: Any, what: str) -> np.ndarray:
-    """``vec`` as one finite float32 vector, else InputError naming ``what``."""
+    """``vec`` as one finite float32 vector of unit length (what meve's embedders make: cosines are
+    read as dot products), else InputError naming ``what`` and its length."""
     out = np.asarray(vec, dtype=np.float32)
     if out.ndim != 1 or not out.size or not np.isfinite(out).all():
         raise InputError(f"{what} must be one finite vector (e.g. MeVe.query_vector(query)), got an array of shape {out.shape}")
+    norm = float(np.linalg.norm(out))
+    if abs(norm - 1.0) > 1e-3:
+        raise InputError(f"{what} must have unit length, as MeVe.query_vector(query) gives it; got a vector of length {norm:.4g}")
     return out
 
 

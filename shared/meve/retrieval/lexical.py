@@ -117,9 +117,10 @@ class LexicalIndex:
             with _locked(Path(directory), fcntl.LOCK_SH):
                 folder = Path(directory) / current.read_text(encoding="utf-8").strip()
                 marker = folder / "format.json"
-                fmt = json.loads(marker.read_text(encoding="utf-8")).get("format") if marker.exists() else None
-                if not isinstance(fmt, bool) and isinstance(fmt, int) and fmt > FORMATS["bm25_snapshot"]:
-                    found_format("bm25_snapshot", fmt, where=f"the BM25 snapshot in {str(directory)!r}")
+                said = json.loads(marker.read_text(encoding="utf-8")) if marker.exists() else {}
+                if not isinstance(said, dict):
+                    raise ValueError(f"{str(marker)!r} holds {type(said).__name__}, not a JSON object")
+                found_format("bm25_snapshot", said.get("format"), where=f"the BM25 snapshot in {str(directory)!r}")  # the one check
                 arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("indptr", "docs", "tfs", "dls", "lengths")}
                 terms = json.loads((folder / "terms.json").read_text(encoding="utf-8"))
                 ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
