@@ -179,5 +179,5 @@ def test_a_damaged_format_marker_is_a_clear_store_error_not_read_as_current(tmp_
 
     folder = LexicalIndex(["a", "b"], TEXTS[:2]).save(tmp_path / "bm25")
     (folder / "format.json").write_text(json.dumps(said))
-    with pytest.raises(StoreError, match="BM25 snapshot|format.json"):
+    with pytest.raises(StoreError, match=r"BM25 snapshot|format\.json"):
         LexicalIndex.load(tmp_path / "bm25")
