@@ -111,3 +111,12 @@ def test_configs_and_meve_take_keyword_arguments_only_and_check_their_types():
         MeVe(store=None, lexical=LexicalIndex([], []), query_encoder="embed_query")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="follow_replicas must be True or False, got 'yes'"):
         MeVe(store=None, lexical=LexicalIndex([], []), follow_replicas="yes")  # type: ignore[arg-type]
+
+
+def test_an_out_path_with_a_tilde_is_written_where_it_was_checked(monkeypatch, tmp_path):
+    # Issue 78 (smaller): '--out=~/x' (no shell expansion) was checked as $HOME/x but written to ./~/x.
+    from meve.cli import checks
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert checks.out_file("~/tuned.json") == str(tmp_path / "tuned.json")
+    assert checks.out_folder("~/reports") == str(tmp_path / "reports")

@@ -94,9 +94,9 @@ def out_folder(text: str) -> str:
     if path.is_dir():
         if not os.access(path, os.W_OK | os.X_OK):
             raise argparse.ArgumentTypeError(f"{text!r} is not allowed: this user cannot write into that folder")
-        return text
+        return str(path)
     _creatable(path, "the report")
-    return text
+    return str(path)  # written where it was checked: a quoted '--out=~/x' is not expanded by the shell
 
 
 def out_file(text: str) -> str:
@@ -110,7 +110,7 @@ def out_file(text: str) -> str:
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not allowed: this user cannot write that file")
     _creatable(path, "the file and its report")
-    return text
+    return str(path)  # written where it was checked: a quoted '--out=~/x' is not expanded by the shell (issue 78)
 
 
 def collection_name(text: str) -> str:
