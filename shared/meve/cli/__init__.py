@@ -114,7 +114,8 @@ def _add_memory_commands(sub: Any, common: argparse.ArgumentParser) -> None:
                 "--keep-recent",
                 dest="keep_recent",
                 choices=("short", "always", "auto", "never"),
-                help="keep the latest exchange first: for a query of at most six words (short, the default), for every query, for a follow-up (auto), or never",
+                help="keep the latest exchange first: for a follow-up (short, the default: at most six words, or nothing earlier bears on it), "
+                "for every query, for a follow-up by its words (auto), or never",
             )
             mp.add_argument("--show", type=checks.integer(0, None, "trace rows to show"), default=30, help="trace rows to show")
             mp.add_argument("--json", action="store_true")

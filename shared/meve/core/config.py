@@ -383,7 +383,11 @@ class MemoryConfig:
         if not isinstance(self.dates, bool) and self.dates != "auto":
             raise ConfigError("dates", self.dates, "True, False or 'auto' (dated lines only for a query about time)")
         if not isinstance(self.keep_recent, bool) and self.keep_recent not in ("auto", "short"):
-            raise ConfigError("keep_recent", self.keep_recent, "True, False, 'short' (only for a query of at most six words) or 'auto' (only for a follow-up)")
+            raise ConfigError(
+                "keep_recent",
+                self.keep_recent,
+                "True, False, 'short' (a follow-up: at most six words, or nothing earlier bears on it) or 'auto' (a follow-up by its words)",
+            )
 
     def replace(self, **overrides: Any) -> MemoryConfig:
         """A validated copy with the given fields changed; ``None`` values are ignored."""
