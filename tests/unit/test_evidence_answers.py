@@ -52,3 +52,13 @@ def test_an_evidence_passage_with_answers_is_kept_by_its_answer_sentence_so_prun
     assert b.evidence == (text,)  # no answer strings: the whole passage, as before
     pruned = "Karl Drais lived in Mannheim. … It had no pedals."
     assert evidence_recall(a.evidence, pruned) == 1.0 and evidence_recall(b.evidence, pruned) == 0.0
+
+
+def test_an_answer_with_no_word_left_matches_nothing_and_a_plus_or_hash_stays_in_its_word():
+    # Issue 78 (smaller): an empty context "contained" the answer "A"; "C++" matched "Option C".
+    from meve.evaluate.metrics import answer_in
+
+    assert not answer_in(["A"], "") and not answer_in(["The"], "The cat sat.") and not answer_in(["."], "Anything.")
+    assert not answer_in(["C++"], "Pick Option C.") and answer_in(["C++"], "Rust and C++ both compile ahead of time.")
+    assert answer_in(["C#"], "written in C#.") and not answer_in(["C#"], "written in C.")
+    assert answer_in(["NADP+"], "It reduces NADP+ to NADPH.") and answer_in(["6.7+"], "a magnitude of 6.7+ was felt")

@@ -32,8 +32,9 @@ def evidence_recall(evidence: Sequence[str], context: str) -> float:
 
 
 # SQuAD's normalisation treats every punctuation mark as punctuation; "\w" counts "_" as a letter,
-# so Markdown emphasis (_test double_) and snake_case stuck to their words and missed.
-_PUNCT = re.compile(r"[^\w\s]|_")
+# so Markdown emphasis (_test double_) and snake_case stuck to their words and missed. A "+" or "#"
+# right after a letter or digit is part of the word (C++, C#, NADP+): dropped, "C++" matched "Option C".
+_PUNCT = re.compile(r"(?<![\w+#])[+#]+|[^\w\s+#]|_")
 
 
 def _words(text: str) -> str:
@@ -46,9 +47,12 @@ def answer_in(answers: Sequence[str], context: str) -> bool:
     normalisation: lower case, punctuation (``_``, ``*``, backticks, brackets included) and
     articles removed, whitespace collapsed): ``_test double_``, ``**test double**``,
     `` `test double` `` and ``[test double](url)`` all hold the answer "test double", and
-    ``snake_case`` holds "snake case" (and "snake_case")."""
+    ``snake_case`` holds "snake case" (and "snake_case"). A "+" or "#" after a letter or digit
+    stays part of its word ("C++" is not in "Option C"); an answer with no word left after
+    normalisation ("A", "The") matches nothing."""
     ctx = _words(context)
-    return any(a.strip() and _words(a) in ctx for a in answers)
+    # An answer with no word left ("A", "The", ".") is in every context, an empty one too: it never counts.
+    return any(w.strip() and w in ctx for w in map(_words, answers))
 
 
 def passage_recall(gold: Collection[str], kept_ids: Collection[str]) -> float:
