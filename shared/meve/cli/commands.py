@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from importlib import resources
 from pathlib import Path
@@ -12,7 +11,6 @@ from typing import Any
 
 from meve.cli.index_plan import Plan, chunks_of, plan
 from meve.core.errors import MeVeError
-from meve.core.logs import log
 
 DEFAULT_COLLECTION = "meve"
 
@@ -130,18 +128,10 @@ def _add_windows(collection: Any, existing: Any, precision: str | None) -> int |
 
     if existing is None or PassageWindows.open(collection, create=False) is not None:
         return None
-
-    # Opening an old index warns that it lacks window vectors and names this very command: here the
-    # next line makes them, and the summary line says how many, so the warning would only mislead.
-    def quiet(record: logging.LogRecord) -> bool:
-        return "has no window vectors" not in record.getMessage()
-
-    log.addFilter(quiet)
-    try:
-        meve = MeVe.from_chroma(collection, embedder=_embedder(existing, precision))
-    finally:
-        log.removeFilter(quiet)
-    return meve.add_windows(show_progress=sys.stderr.isatty())
+    # The windows collection is made before the index is opened, so opening it does not warn that it
+    # has none (and names this very command); add_windows then fills it, and the summary says how many.
+    PassageWindows.open(collection, create=True)
+    return MeVe.from_chroma(collection, embedder=_embedder(existing, precision)).add_windows(show_progress=sys.stderr.isatty())
 
 
 def _embedder(collection: Any, precision: str | None = None) -> Any:
