@@ -27,7 +27,8 @@ FORMATS: Mapping[str, int] = MappingProxyType(
         # 1: the layout since snapshots began (no marker before 0.2.0; same arrays and tokenizer).
         "bm25_snapshot": 1,
         # 2: id-less chat messages keyed by content and occurrence, every turn with ts and okey;
-        # 1 (no marker): keyed by position in the thread.
+        # 1 (no marker): keyed by position in the thread (builds before 0.1.0's release), or already
+        # by content (0.1.0 as released).
         "memory_session": 2,
         # 1: a long passage's later windows, one vector each, in "<collection>.windows" (0.4.0);
         # a collection built before has none (it opens with a warning; MeVe.add_windows makes them).

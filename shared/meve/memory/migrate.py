@@ -1,9 +1,11 @@
 """A session written by meve before 0.2.0 (memory session format 1) brought to the current format
 when it is opened for writing.
 
-What changed: a chat message without an id was stored under a hash of its role, its position in
-the thread and its text (:func:`meve.memory.ids.position_id`); it is now keyed by role, text and
-occurrence (:func:`meve.memory.ids.content_id`). Recording an old thread again under the new ids
+What changed: builds before the 0.1.0 release (7d57c2a) stored a chat message without an id under
+a hash of its role, its position in the thread and its text (:func:`meve.memory.ids.position_id`);
+0.1.0 as released (49180b1) and later key it by role, text and occurrence
+(:func:`meve.memory.ids.content_id`), and 0.1.0 wrote no marker either, so an unmarked session may
+be keyed either way, or both (position-keyed turns first). Recording a position-keyed thread again
 stored every turn a second time, and the current question was recalled as history. The
 migration re-keys each turn whose id is a position id to the content id the adapters now give it
 (the k-th stored copy of one role and text gets occurrence k); a turn already stored under that
@@ -22,27 +24,50 @@ so an id alone could not tell.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import logging
+import re
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from meve.memory.ids import content_id, position_id
 from meve.memory.records import Turn
 
-__all__ = ["MOVED_FROM", "POSITION_SLACK", "leftovers", "moved_rows", "position_of", "rekeyed"]
+__all__ = ["MOVED_FROM", "SEARCH_GUARD", "leftovers", "moved_rows", "number_of", "rekeyed"]
+
+log = logging.getLogger("meve")
 
 #: Metadata of a row the migration wrote under its new id: the id it had before.
 MOVED_FROM = "meve:moved_from"
 
-# Room for the messages a thread holds but never stored (system, tool, empty) between stored turns.
-POSITION_SLACK = 512
+# The shape of every id meve gave an id-less message, in either format: a turn id of another shape
+# (the caller's, or MomentaryMemory.add's "<session>-<uuid hex>") is never searched.
+_HASHED = re.compile(r"msg-[0-9a-f]{24}")
+
+#: How many numbers are tried for one id before it is taken for one meve did not make. Not a bound
+#: on thread length: every id meve made is the hash of its own role and text at exactly one number,
+#: so the search ends there, however far; only an id shaped like meve's but chosen elsewhere
+#: (which matches no number) reaches this, and is reported and kept as it is.
+SEARCH_GUARD = 1 << 22
 
 
-def position_of(turn: Turn, after: int, bound: int) -> int | None:
-    """The thread position after ``after`` whose format-1 id is ``turn.id``, or None. Only
-    forward: a thread's stored turns come in time order, so their positions grow."""
-    for position in range(after + 1, bound):
-        if position_id(turn.role, position, turn.text) == turn.id:
-            return position
+def _numbers(after: int) -> Iterator[int]:
+    """after + 1, 0, after + 2, 1, ...: past the previous position, where a position id lies, and
+    back over the numbers up to it, where a content id's occurrence lies, in step; then onward."""
+    forward = itertools.count(after + 1)
+    for back in range(after + 1):
+        yield next(forward)
+        yield back
+    yield from forward
+
+
+def number_of(turn: Turn, after: int) -> int | None:
+    """The number ``turn.id`` hashes with its role and text (its position in the thread, or its
+    occurrence), searched from ``after`` outward; None if it hashes none (not meve's)."""
+    for n in itertools.islice(_numbers(after), SEARCH_GUARD):
+        if position_id(turn.role, n, turn.text) == turn.id:
+            return n
+    log.warning("meve: turn id %r has the shape of meve's ids but is not one; it is kept as it is", turn.id)
     return None
 
 
@@ -50,23 +75,28 @@ def rekeyed(turns: Sequence[Turn]) -> dict[str, str | None]:
     """Format-1 turn id -> its content id, or None where a turn that stays holds that content id
     (the same message stored twice: delete). ``turns``: every stored turn, in time order.
 
-    One hash serves both formats (``position_id(r, p, t) == content_id(r, t, p)``), so an id is
-    read as its content id when it is the one its place among the same role and text gives
-    (the k-th copy: occurrence k), and as a position id otherwise, where one is found past the
-    previous one's position."""
-    bound = 4 * len(turns) + POSITION_SLACK  # a thread of n stored turns, with room for the unstored messages between them
+    One hash serves both formats (``position_id(r, p, t) == content_id(r, t, p)``), so an id meve
+    made is the hash of its role and text at one number, found by :func:`number_of`: a position or
+    an occurrence. It is the content id already when the number is the turn's place among the same
+    role and text (the k-th copy: occurrence k). It is read as a position only where a thread's
+    positions can be: past the previous position (they grow in time order), and at least the number
+    of meve's ids before it (each earlier turn of the thread took a position of its own). Otherwise
+    it is an occurrence, which 0.1.0 counted over unstored copies too (a tool call saying the same
+    words), and stays. An edited turn stays: its id hashes the text it had."""
     rank: dict[tuple[str, str], int] = {}
     moved: list[tuple[str, str]] = []
     kept: set[str] = set()
-    last = -1
+    last, hashed = -1, 0
     for t in turns:
         r = rank[t.role, t.text] = rank.get((t.role, t.text), -1) + 1
         target = content_id(t.role, t.text, r)
-        position = None if not t.id.startswith("msg-") or t.id == target else position_of(t, last, bound)
-        if position is None:  # a content id already, or an id the caller chose
+        ours = bool(_HASHED.fullmatch(t.id)) and t.edited is None
+        n = number_of(t, last) if ours and t.id != target else None
+        earlier, hashed = hashed, hashed + ours
+        if n is None or n <= last or n < earlier:  # a content id already, or an id meve did not make
             kept.add(t.id)
             continue
-        last = position
+        last = n
         moved.append((t.id, target))
     out: dict[str, str | None] = {}
     for old, new in moved:

@@ -129,7 +129,7 @@ class SessionStore:
         if self.format < FORMATS["memory_session"] and create:
             self.migrate()
         elif self.format < FORMATS["memory_session"]:
-            log.info("meve: session %r was written by meve before 0.2.0; it is read as it is and re-keyed when next opened for writing", session_id)
+            log.info("meve: session %r was written by meve before 0.2.0; it is read as it is and migrated when next opened for writing", session_id)
 
     def _open_turns(self, name: str, embedder: str, existing: set[str], create: bool) -> Any:
         if not create and name not in existing:
@@ -298,7 +298,7 @@ class SessionStore:
 
     def migrate(self) -> None:
         """Bring a format-1 session to the current format (:mod:`meve.memory.migrate`): re-key its
-        position-keyed turns in every collection (secondaries first, primary last), then mark it."""
+        position-keyed turns, if any, in every collection (secondaries first, primary last), then mark it."""
         for col in (*self.collections[1:], self.collections[0]):  # what an earlier migration, cut short, left behind
             seen = self.rows(col, include=("metadatas",))
             self.delete(col, sorted(leftovers(seen["ids"], seen["metadatas"])))
@@ -316,6 +316,14 @@ class SessionStore:
         self.bump(EPOCH, uuid.uuid4().hex)  # other handles re-read the turns under their new ids
         self.format = FORMATS["memory_session"]
         renamed = sum(1 for v in plan.values() if v is not None)
+        if not plan:  # 0.1.0 as released wrote no marker either, and keyed by content already
+            log.warning(
+                "meve: session %r was written by meve before 0.2.0 with id-less messages keyed by content already: "
+                "no turn re-keyed; memory session format %d now",
+                self.session_id,
+                FORMATS["memory_session"],
+            )
+            return
         log.warning(
             "meve: session %r was written by meve before 0.2.0 (id-less messages keyed by position): %d turn(s) re-keyed by content, "
             "%d stored twice since removed; memory session format %d now",
