@@ -7,11 +7,14 @@ cannot be confused in one file.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
+from llama_index.core.base.llms.types import TextBlock
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemory
-from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE, BaseMemoryBlock
+from llama_index.core.utils import get_tokenizer
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ConfigError, MemoryConfig
@@ -182,28 +185,59 @@ class MomentaryChatMemory(BaseMemory):
 
 class MomentaryMemoryBlock(BaseMemoryBlock[str]):
     """A memory block for ``llama_index.core.memory.Memory``: stores the messages the short-term
-    queue flushes into it, and returns the turns rebuilt for the latest user message."""
+    queue flushes into it, and returns the turns rebuilt for the latest user message with text.
+
+    ``l_max`` bounds the block as Memory sends it: its text inside Memory's default template (the
+    ``<memory>`` and ``<name>`` tags), counted with ``tokenizer_fn``, LlamaIndex's tokenizer unless
+    given (Memory's default: pass both the same one if you set your own). An exchange whose user
+    message has no text is not stored: its reply alone would be recalled beside another question."""
 
     name: str = "momentary_context"
     memory: Any = Field(description="a meve.MomentaryMemory (the core store)")
     l_max: int | None = None
     top_k: int | None = None
     store_tool_results: bool = True
+    tokenizer_fn: Callable[[str], list[Any]] | None = Field(default=None, exclude=True, description="Memory's tokenizer_fn, if not LlamaIndex's")
+    _untold: bool = PrivateAttr(default=False)  # inside an exchange whose user message had no text
 
     def model_post_init(self, context: Any, /) -> None:
         if not isinstance(self.memory, CoreMemory):
             raise ConfigError("memory", self.memory, "a meve.MomentaryMemory (the core store)")
         _check_budget(self.l_max, self.top_k)
 
+    def _sent_tokens(self, text: str) -> int:
+        """The tokens Memory counts for this block holding ``text``, wrapped as its template wraps it."""
+        rendered = DEFAULT_MEMORY_BLOCKS_TEMPLATE.format_messages(memory_blocks=[(self.name, [TextBlock(text=text)])])
+        count = self.tokenizer_fn or get_tokenizer()
+        return sum(len(count(m.content or "")) for m in rendered)
+
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         query = next((_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER and _text(m).strip()), None)
+        if query is None:  # the latest user message has no text, and the queue has flushed the ones before it
+            turns = await asyncio.to_thread(self.memory.turns)
+            query = next((t.text for t in reversed(turns) if t.role == "user"), None)
         if query is None:
             return ""  # no user message to rebuild for
-        ctx = await self.memory.areconstruct(query, l_max=self.l_max, top_k=self.top_k)
-        return str(ctx.text)  # exactly the text l_max was counted on
+        limit = self.l_max if self.l_max is not None else self.memory.config.l_max
+        wrapper = self._sent_tokens("")
+        budget = room = limit - wrapper
+        # meve counts with its own tokenizer, which may count fewer: rebuild smaller, in proportion, until it fits.
+        while budget > 0:
+            ctx = await self.memory.areconstruct(query, l_max=budget, top_k=self.top_k)
+            sent = self._sent_tokens(ctx.text)
+            if sent <= limit:
+                return str(ctx.text)
+            used = self.memory.token_counter.count(ctx.text)  # below it, this text cannot be chosen again
+            budget = min(used - 1, used * room // (sent - wrapper))
+        return ""
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         roles = stored_roles(self.store_tool_results)
-        items = [{"text": stored_text(p, self.memory.config.max_turn_chars), "role": p.role} for p in map(_message, messages) if storable(p, roles)]
+        items = []
+        for p in map(_message, messages):
+            if p.role == "user":
+                self._untold = not p.text.strip()
+            if not self._untold and storable(p, roles):
+                items.append({"text": stored_text(p, self.memory.config.max_turn_chars), "role": p.role})
         if items:
             await self.memory.aadd_many(items)

@@ -252,6 +252,51 @@ def test_memory_block_in_llamaindex_memory(minilm):
     assert any("green Brompton" in (m.content or "") for m in msgs)
 
 
+def _block_memory(minilm, name, l_max, ratio, tokenizer_fn=None, **kw):
+    """A real llama_index Memory whose one long-term block is MomentaryMemoryBlock over a new session."""
+    from llama_index.core.memory import Memory
+
+    core = CoreMemory(name, client=chroma_client(), embedders=[minilm], collection_prefix=f"t{time.time_ns()}", config=MemoryConfig(dates=False))
+    block = MomentaryMemoryBlock(memory=core, l_max=l_max, priority=0, tokenizer_fn=tokenizer_fn)
+    return core, Memory.from_defaults(session_id=name, memory_blocks=[block], chat_history_token_ratio=ratio, tokenizer_fn=tokenizer_fn, **kw)
+
+
+@pytest.mark.parametrize(("l_max", "tokenizer_fn"), [(256, None), (512, None), (512, list)])
+def test_memory_block_text_as_memory_sends_it_stays_within_l_max(minilm, l_max, tokenizer_fn):
+    # Memory wraps the block's text in <memory> and <momentary_context> tags and counts with its own
+    # tokenizer (cl100k_base, or the one given: here one token per character, as an app may count);
+    # the block counted its bare text with meve's (o200k_base): 277 of 256, 538 of 512.
+    _, memory = _block_memory(minilm, f"budget-{l_max}", l_max, 0.05, tokenizer_fn, token_limit=4000, token_flush_size=100)
+    for i in range(80):
+        memory.put(ChatMessage(role=MessageRole.USER, content=f"Note {i}: my bike number {i} is a green Brompton with {i} gears and a basket, isn't it?"))
+        memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=f"Okay {i}: green Brompton, {i} gears — noted; the basket's handy."))
+    memory.put(ChatMessage(role=MessageRole.USER, content="What colour is my bike with the basket and gears?"))
+    sent = memory.get()[0]
+    assert sent.role == MessageRole.SYSTEM and "<momentary_context>" in (sent.content or "")
+    assert l_max * 0.8 < len(memory.tokenizer_fn(sent.content)) <= l_max  # within l_max, and not left empty to get there
+
+
+def test_memory_block_after_an_empty_user_message_recalls_and_stores_no_reply_alone(minilm):
+    # The queue is kept to about one exchange, so when the empty message comes the questions before it
+    # are in the block's store only.
+    core, memory = _block_memory(minilm, "empty-user", 200, 0.01, token_limit=1000, token_flush_size=10)
+    for i in range(10):
+        memory.put(ChatMessage(role=MessageRole.USER, content=f"Fact {i}: my bike is a green Brompton number {i}."))
+        memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=f"Noted fact {i}."))
+    memory.put(ChatMessage(role=MessageRole.USER, content=""))
+    sent = memory.get()
+    assert sent[-1].content == "" and "green Brompton" in (sent[0].content or "")  # rebuilt for the latest user message with text
+    memory.put(ChatMessage(role=MessageRole.ASSISTANT, content="You sent an empty message; your bike is a green Brompton."))
+    memory.put(ChatMessage(role=MessageRole.USER, content="Thanks. Will it rain in Oslo tomorrow afternoon, do you think?"))
+    memory.put(ChatMessage(role=MessageRole.ASSISTANT, content="Light rain after two."))
+    memory.put(ChatMessage(role=MessageRole.USER, content="And in Bergen?"))
+    memory.get()
+    stored = [(t.role, t.text) for t in core.turns()]
+    assert ("user", "Thanks. Will it rain in Oslo tomorrow afternoon, do you think?") in stored  # flushed past the empty exchange
+    assert not any(t.startswith("You sent") for _, t in stored)  # the reply to the empty message is not stored alone
+    assert [r for r, _ in stored] == ["user", "assistant"] * (len(stored) // 2)  # every reply follows its question
+
+
 def test_hierarchical_retrieval_through_llamaindex(minilm):
     from llama_index.core import Document as LIDocument
 
