@@ -7,20 +7,31 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 
 from meve import ConfigError, MemoryConfig, MomentaryMemory
-from meve.integration import Message, chat_context, chat_role, record_messages
+from meve.integration import Message, chat_context, chat_role, delete_removed, record_messages
 
 try:  # the middleware needs `langchain` 1.x (extra "langchain"); reconstruct_messages does not
-    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+    from langchain.agents.middleware.types import PrivateStateAttr
 except ImportError:  # pragma: no cover
     AgentMiddleware = object  # type: ignore[assignment,misc]
-    ModelRequest = ModelResponse = Any  # type: ignore[assignment,misc]
+    AgentState = dict  # type: ignore[assignment,misc]
+    ModelRequest = ModelResponse = PrivateStateAttr = Any  # type: ignore[assignment,misc]
 
 _CALL_BLOCKS = ("tool_use", "tool_call", "tool_call_chunk", "function_call")
+_STORED = "meve_stored_ids"
+
+
+class _MeveState(AgentState):  # type: ignore[misc]
+    """The agent's state plus the ids of its messages the middleware stored under their own id.
+    Kept in the state, so it lives exactly as long as the messages do (checkpointed with them):
+    one listed there and gone from the state's messages was removed (``RemoveMessage``)."""
+
+    meve_stored_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
 
 
 def _text(message: BaseMessage) -> str:
@@ -45,6 +56,10 @@ def _calls_tools(m: BaseMessage) -> bool:
         or any(m.additional_kwargs.get(k) for k in ("tool_calls", "function_call"))
         or any(isinstance(b, dict) and b.get("type") in _CALL_BLOCKS for b in blocks)
     )
+
+
+def _field(state: Any, name: str) -> Any:
+    return state.get(name) if isinstance(state, dict) else getattr(state, name, None)
 
 
 def _message(m: BaseMessage) -> Message:
@@ -88,10 +103,13 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
     :class:`meve.MomentaryMemory` keyed by the agent's ``thread_id`` (or ``session_id``): before
     each model call, and after it (``after_model``), so a thread's last reply is stored when the
     model returns it, not only at the thread's next call. Pass ``memory=`` to use one memory for
-    every thread, or ``path=``/``client=`` to open one per thread (at most ``max_sessions``
-    stay open; the least recently used is closed once no model call is using it, and reopened
-    from Chroma when it returns).
+    every thread (a run then needs no thread_id), or ``path=``/``client=`` to open one per thread
+    (at most ``max_sessions`` stay open; the least recently used is closed once no model call is
+    using it, and reopened from Chroma when it returns). A message the thread's state drops
+    (``RemoveMessage``) is deleted from the memory too, unless ``forget_removed=False``.
     """
+
+    state_schema = _MeveState
 
     def __init__(
         self,
@@ -106,6 +124,7 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         top_k: int | None = None,
         max_sessions: int = 1024,
         store_tool_results: bool = True,
+        forget_removed: bool = True,
     ) -> None:
         if AgentMiddleware is object:
             raise ImportError('MomentaryContextMiddleware needs LangChain\'s agents: pip install -e ".[langchain-agents]" (langchain >= 1.0)')
@@ -119,7 +138,10 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
             raise ConfigError("max_sessions", max_sessions, "an int >= 1 (memories kept open; the least recently used is closed first)")
         if not isinstance(store_tool_results, bool):
             raise ConfigError("store_tool_results", store_tool_results, "True (tool results are stored and recalled like turns) or False")
+        if not isinstance(forget_removed, bool):
+            raise ConfigError("forget_removed", forget_removed, "True (a message removed from the state is deleted from memory) or False")
         self.store_tool_results = store_tool_results
+        self.forget_removed = forget_removed
         self._fixed = memory
         self._session_id = session_id
         self._open = {"path": path, "client": client, "config": config, "embedders": embedders}
@@ -206,6 +228,8 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
         except RuntimeError:  # called outside a LangGraph run: there is no config to read
             config = {}
         thread = (config.get("configurable") or {}).get("thread_id")
+        if thread is None and self._fixed is not None:  # the caller's one memory: no thread to tell apart
+            return self._fixed.session_id
         if thread is None:
             raise ConfigError(
                 "thread_id",
@@ -217,23 +241,32 @@ class MomentaryContextMiddleware(AgentMiddleware):  # type: ignore[misc]
 
     def _messages(self, request: ModelRequest) -> list[AnyMessage]:
         with self._holding(self._session()) as memory:
+            self._forget(request.state, memory)  # before recall: a removed message is never recalled
             return reconstruct_messages(request.messages, memory, l_max=self.l_max, top_k=self.top_k, tools=self.store_tool_results)
 
-    def _record(self, state: Any) -> None:
-        messages = state.get("messages", []) if isinstance(state, dict) else getattr(state, "messages", [])
+    def _forget(self, state: Any, memory: MomentaryMemory) -> None:
+        """Delete the turns of the messages the state listed as stored and no longer has."""
+        if self.forget_removed:
+            delete_removed(memory, _field(state, _STORED) or [], [m.id for m in _field(state, "messages") or []])
+
+    def _record(self, state: Any) -> dict[str, Any]:
+        messages = _field(state, "messages") or []
         with self._holding(self._session()) as memory:
-            record_messages([_message(m) for m in messages], memory, tools=self.store_tool_results)
+            self._forget(state, memory)
+            ids = record_messages([_message(m) for m in messages], memory, tools=self.store_tool_results)
+        # Only a message stored under its own id: one matched to a turn stored earlier (sent again
+        # under a new id) does not own that turn, so removing it does not delete the turn.
+        return {_STORED: [m.id for m, tid in zip(messages, ids, strict=True) if tid is not None and tid == m.id]}
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Store what the model just returned (the state's messages, ids as the checkpointer keeps
-        them): a thread's last reply is in memory when the run ends, across a restart."""
-        self._record(state)
-        return None
+        them): a thread's last reply is in memory when the run ends, across a restart. Deletes the
+        turns of messages removed from the state, and lists in the state those it stored."""
+        return self._record(state)
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """:meth:`after_model` in a worker thread."""
-        await asyncio.to_thread(self._record, state)
-        return None
+        return await asyncio.to_thread(self._record, state)
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         """Hand the model the reconstructed messages."""

@@ -7,7 +7,7 @@ once, so both behave the same way.
 * :func:`run_on_texts`: MeVe's phases over another retriever's texts (all of them, or one alone).
 * :class:`ForeignStore` (:mod:`meve.pipeline.foreign`) and :func:`meve_over`: a framework's vector store as meve's passage store.
 * :func:`passage_metadata`: the ``meve_*`` keys a returned document or node carries.
-* :func:`recall`, :func:`chat_context`, :func:`record_messages`, :func:`chat_role`, :func:`storable`: the chat-message policy.
+* :func:`recall`, :func:`chat_context`, :func:`record_messages`, :func:`delete_removed`, :func:`chat_role`, :func:`storable`: the chat-message policy.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from meve.core.config import MeVeConfig, check_names
 from meve.core.errors import ConfigError
-from meve.core.logs import warn_once
+from meve.core.logs import log, warn_once
 from meve.core.records import ContextResult, Passage, check_query
 from meve.core.tokens import STAMP_PREFIX, get_token_counter
 from meve.memory.ids import content_id
@@ -49,6 +49,7 @@ __all__ = [
     "config_from",
     "config_named",
     "default_embedder",
+    "delete_removed",
     "meve_over",
     "passage_metadata",
     "recall",
@@ -226,9 +227,10 @@ def stable_id(role: str, text: str, occurrence: int = 0) -> str:
     return content_id(role, text, occurrence)
 
 
-def _turn_ids(messages: Sequence[Message]) -> list[str]:
+def _turn_ids(messages: Sequence[Message], memory: MomentaryMemory | None = None) -> list[str]:
     """Each message's turn id: its own, else :func:`stable_id` (by content and occurrence among
-    the messages without an id)."""
+    the messages without an id). With ``memory``, a message whose id is not stored is the stored
+    turn with its role and text that no message given names, oldest first (:func:`_resent`)."""
     seen: dict[tuple[str, str], int] = {}
     out = []
     for m in messages:
@@ -237,6 +239,31 @@ def _turn_ids(messages: Sequence[Message]) -> list[str]:
             continue
         n = seen[m.role, m.text] = seen.get((m.role, m.text), -1) + 1
         out.append(stable_id(m.role, m.text, n))
+    return out if memory is None else _resent(messages, out, memory)
+
+
+def _resent(messages: Sequence[Message], ids: list[str], memory: MomentaryMemory) -> list[str]:
+    """``ids``, where a storable message's id is not stored, replaced by the id of a stored turn
+    with its role and text that no id in ``ids`` names (each stored turn taken once, oldest first).
+    LangGraph gives a message without an id a new uuid as it enters the state, so a history the
+    app sends again on each call (no checkpointer) arrives under new ids: by id alone it was
+    stored again on every call."""
+    stored = memory.turns()
+    known = {t.id for t in stored}
+    cap = memory.config.max_turn_chars
+    roles = stored_roles(tools=True)
+    unknown = {i: (m.role, stored_text(m, cap)) for i, (m, tid) in enumerate(zip(messages, ids, strict=True)) if tid not in known and storable(m, roles)}
+    if not unknown:
+        return ids
+    wanted, named = set(unknown.values()), set(ids)
+    free: dict[tuple[str, str], list[str]] = {}
+    for t in stored:
+        if (t.role, t.text) in wanted and t.id not in named:
+            free.setdefault((t.role, t.text), []).append(t.id)
+    out = list(ids)
+    for i, key in unknown.items():
+        if free.get(key):
+            out[i] = free[key].pop(0)
     return out
 
 
@@ -258,19 +285,40 @@ TOOL_CHARS = 200_000
 TOOL_CUT = " … [tool result cut]"
 
 
-def record_messages(messages: Sequence[Message], memory: MomentaryMemory, *, tools: bool = True) -> None:
+def record_messages(messages: Sequence[Message], memory: MomentaryMemory, *, tools: bool = True) -> list[str | None]:
     """Store the user and assistant turns, and tool results unless ``tools`` is False
-    (:func:`storable`), under their ids (:func:`_turn_ids`), so recording a thread again stores
-    nothing new, and a message that keeps its id with a new text (edited or regenerated)
-    supersedes the stored turn (``add_many(supersede=True)``)."""
+    (:func:`storable`), under their ids (:func:`_turn_ids`, with ``memory``: a message sent again
+    under a new id is its stored turn), so recording a thread again stores nothing new, and a
+    message that keeps its id with a new text (edited or regenerated) supersedes the stored turn
+    (``add_many(supersede=True)``). Returns each message's turn id, None for one not stored."""
+    return _store(messages, _turn_ids(messages, memory), memory, tools)
+
+
+def _store(messages: Sequence[Message], ids: Sequence[str], memory: MomentaryMemory, tools: bool) -> list[str | None]:
+    """:func:`record_messages` with the turn ids already worked out (``chat_context`` reuses them for recall)."""
     roles = stored_roles(tools)
+    tids = [tid if storable(m, roles) else None for m, tid in zip(messages, ids, strict=True)]
     items = [
-        {"text": stored_text(m, memory.config.max_turn_chars), "role": m.role, "turn_id": tid}
-        for m, tid in zip(messages, _turn_ids(messages), strict=True)
-        if storable(m, roles)
+        {"text": stored_text(m, memory.config.max_turn_chars), "role": m.role, "turn_id": tid} for m, tid in zip(messages, tids, strict=True) if tid is not None
     ]
     if items:
         memory.add_many(items, supersede=True)
+    return tids
+
+
+def delete_removed(memory: MomentaryMemory, stored_ids: Collection[str], present: Collection[str]) -> list[str]:
+    """Delete, in one reload, the turns ``stored_ids`` names (messages stored under their own id)
+    that are not ``present`` any more: removed from the framework's state (LangGraph's
+    ``RemoveMessage``), so never recalled again. Returns the ids deleted."""
+    kept = set(present)
+    gone = [i for i in dict.fromkeys(stored_ids) if i not in kept]
+    if gone:
+        known = {t.id for t in memory.turns()}
+        gone = [i for i in gone if i in known]
+    if gone:
+        memory.clear(gone)
+        log.info("meve: session %r: %d turn(s) deleted, their messages were removed from the conversation's state", memory.session_id, len(gone))
+    return gone
 
 
 def stored_text(m: Message, max_chars: int) -> str:
@@ -308,8 +356,9 @@ def chat_context(
     """The messages a model should see: system messages first (outside ``l_max``), then the turns
     memory recalls for the latest user message, then the current exchange (that message and
     everything after it: tool calls and their results stay together, in order)."""
+    ids = _turn_ids(messages, memory)
     if record:
-        record_messages(messages, memory, tools=tools)
+        _store(messages, ids, memory, tools)
     system = [m for m in messages if m.role == "system"]
     start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
     if start is None:
@@ -317,6 +366,6 @@ def chat_context(
     current = [m for m in messages[start:] if m.role != "system"]
     if not messages[start].text.strip():
         return [*system, *current]  # a user message with no text (e.g. only an image): nothing to rebuild for
-    exclude = set(_turn_ids(messages)[start:])
+    exclude = set(ids[start:])
     history = recall(memory, messages[start].text, exclude=exclude, l_max=l_max, top_k=top_k)
     return [*system, *history, *current]

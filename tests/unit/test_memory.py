@@ -212,6 +212,16 @@ def test_clear_only_touches_its_own_session():
     assert len(a) == 0 and [t.text for t in b.turns()] == ["bob secret"]
 
 
+def test_clear_with_turn_ids_deletes_only_those_and_skips_ids_not_stored():
+    # The LangChain middleware deletes every turn a RemoveMessage took from the state in one reload.
+    m = mem("some")
+    for i in range(4):
+        m.add(f"turn {i} about herons", turn_id=f"t{i}")
+    m.clear(["t1", "t3", "never-stored"])
+    assert [t.id for t in m.turns()] == ["t0", "t2"]
+    assert "turn 1" not in m.reconstruct("herons", l_max=500).text
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     sessions=st.dictionaries(

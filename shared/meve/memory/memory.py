@@ -281,12 +281,13 @@ class MomentaryMemory:
             self._load()  # BM25 statistics and positions are rebuilt; deletions are rare
             return turn
 
-    def clear(self) -> None:
-        """Delete every turn of this session (other sessions are untouched)."""
+    def clear(self, turn_ids: Iterable[str] | None = None) -> None:
+        """Delete every turn of this session (other sessions are untouched), or those ``turn_ids`` names (ids not stored are skipped), with one reload."""
         self._check_open()
         with self._write_lock:
+            named = None if turn_ids is None else list(turn_ids)
             for col in self._store.collections:
-                self._store.delete(col, self._store.rows(col)["ids"])
+                self._store.delete(col, self._store.rows(col)["ids"] if named is None else named)
             self._store.bump(EPOCH, uuid.uuid4().hex)
             self._load()
 
