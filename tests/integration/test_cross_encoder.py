@@ -129,7 +129,9 @@ def test_it_loads_offline_with_an_empty_hugging_face_cache(tmp_path, name):
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.strip().splitlines()[-1]) >= 0.5
     hf = tmp_path / "hf"
-    assert not hf.exists() or not any(p.is_file() for p in hf.rglob("*"))
+    assert not hf.exists() or not any(
+        p.is_file() for p in hf.rglob("*") if p.relative_to(hf).as_posix() != "hub/version.txt"
+    )  # huggingface_hub < 1.0 stamps its layout
 
 
 @pytest.mark.parametrize(("layers", "frozen", "teacher"), [(6, False, None), (3, True, CROSS_ENCODER_PATH)])

@@ -438,7 +438,10 @@ def test_gemini_and_cohere_replies_are_stored_and_recalled_as_the_assistant(mini
 
 
 def test_a_tool_call_block_with_text_stays_with_its_result_and_is_not_stored_alone(minilm):
-    from llama_index.core.base.llms.types import TextBlock, ToolCallBlock
+    types = pytest.importorskip("llama_index.core.base.llms.types")
+    if not hasattr(types, "ToolCallBlock"):
+        pytest.skip("this llama-index-core has no ToolCallBlock (its tool calls travel in additional_kwargs, tested elsewhere)")
+    TextBlock, ToolCallBlock = types.TextBlock, types.ToolCallBlock
 
     mem = _memory(minilm, l_max=300, dates=False)
     mem.put(ChatMessage(role=MessageRole.USER, content="Weather in Lyon?"))

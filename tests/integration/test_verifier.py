@@ -158,7 +158,9 @@ def test_the_default_loads_offline_with_an_empty_hugging_face_cache(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "late-interaction:all-MiniLM-L6-v2"
     hf = tmp_path / "hf"
-    assert not hf.exists() or not any(p.is_file() for p in hf.rglob("*"))
+    assert not hf.exists() or not any(
+        p.is_file() for p in hf.rglob("*") if p.relative_to(hf).as_posix() != "hub/version.txt"
+    )  # huggingface_hub < 1.0 stamps its layout
 
 
 def test_training_script_fits_a_calibration_on_a_tiny_slice(tmp_path, minilm):
