@@ -165,7 +165,7 @@ rng = np.random.default_rng(7)
 for i in range(3):
     store.put_codes([(f"{{i:040x}}", rng.integers(0, pq.k, size=(4, pq.m), dtype=np.uint8))])
     print(f"ACK {{i}}", flush=True)
-real = token_store._append
+real = token_store.append_synced
 
 def half_then_die(path, data):  # the chosen point: half of this file's append is on disk
     if path.name == {name!r}:
@@ -173,7 +173,7 @@ def half_then_die(path, data):  # the chosen point: half of this file's append i
         os.kill(os.getpid(), signal.SIGKILL)
     real(path, data)
 
-token_store._append = half_then_die
+token_store.append_synced = half_then_die
 store.put_codes([("f" * 40, rng.integers(0, pq.k, size=(4, pq.m), dtype=np.uint8))])
 """
 

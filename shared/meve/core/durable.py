@@ -6,14 +6,16 @@ shared by the BM25 snapshot (``retrieval``) and the token store (``scoring``).""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["TMP_MARK", "fsync_dir", "remove_strays", "unwritable_ancestor", "write_atomically"]
+__all__ = ["TMP_MARK", "append_synced", "exclusive", "fsync_dir", "remove_strays", "unwritable_ancestor", "write_atomically"]
 
 TMP_MARK = ".tmp-"  # in the name of every temporary file or folder written here
 
@@ -63,3 +65,27 @@ def unwritable_ancestor(path: Path) -> Path | None:
     when that is not a folder this user can write into; None when it can be created."""
     parent = next(p for p in path.absolute().parents if p.exists())  # "/" always exists
     return None if parent.is_dir() and os.access(parent, os.W_OK | os.X_OK) else parent
+
+
+def append_synced(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` and flush it to disk before returning (append-only stores write
+    their rows, then the records that point to them: each must be on disk before the next)."""
+    created = not path.exists()
+    with open(path, "ab") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if created:  # the new file's name must reach the disk too
+        fsync_dir(path.parent)
+
+
+@contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_file`` (made if missing): the writers of one folder,
+    in any process, append one at a time."""
+    with open(lock_file, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -20,19 +20,18 @@ the new files by their inode and drop what they had read of the old ones).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
 
-from meve.core.durable import fsync_dir, remove_strays, write_atomically
+from meve.core.durable import append_synced, exclusive, remove_strays, write_atomically
 from meve.core.errors import ConfigError, StoreError
 from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
@@ -134,14 +133,8 @@ class DiskTokens:
                     f"{str(self.path)!r} holds token vectors of {theirs}, this model's are {mine}; remove the folder or set MEVE_CACHE_DIR elsewhere"
                 )
 
-    @contextmanager
-    def _file_lock(self) -> Iterator[None]:
-        with open(self.path / "lock", "a+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _file_lock(self) -> AbstractContextManager[None]:
+        return exclusive(self.path / "lock")
 
     def _entry_bytes(self, rows: int) -> int:
         return rows * (self.dimension + 2) + self.vector_dimension * 4
@@ -249,8 +242,8 @@ class DiskTokens:
                 start += len(blob)
             if not blobs:
                 return
-            _append(self.path / "data.bin", b"".join(blobs))
-            _append(self.path / "index.bin", records.tobytes())
+            append_synced(self.path / "data.bin", b"".join(blobs))
+            append_synced(self.path / "index.bin", records.tobytes())
             self._inode = self._inode_now()
             self._where.update(zip(records["key"].tolist(), zip(records["start"].tolist(), records["rows"].tolist(), strict=True), strict=True))
             self._records_read += len(records)
@@ -274,16 +267,6 @@ class DiskTokens:
 
     def bytes_on_disk(self) -> int:
         return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
-
-
-def _append(path: Path, data: bytes) -> None:
-    created = not path.exists()
-    with open(path, "ab") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if created:
-        fsync_dir(path.parent)
 
 
 def open_for(identity: str | None, dimension: int, vector_dimension: int) -> DiskTokens | None:

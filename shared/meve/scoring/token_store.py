@@ -22,19 +22,17 @@ shorter ones are kept, and only then does ``meta.json`` say 2, so a crash in bet
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import itertools
 import json
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
 
-from meve.core.durable import fsync_dir, remove_strays, write_atomically
+from meve.core.durable import append_synced, exclusive, remove_strays, write_atomically
 from meve.core.errors import ConfigError, StoreError
 from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
@@ -185,14 +183,8 @@ class TokenStore:
             FORMAT,
         )
 
-    @contextmanager
-    def _file_lock(self) -> Iterator[None]:
-        with open(self.path / "lock", "a+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _file_lock(self) -> AbstractContextManager[None]:
+        return exclusive(self.path / "lock")
 
     def _rows_on_disk(self) -> int:
         codes = self.path / "codes.bin"
@@ -266,8 +258,8 @@ class TokenStore:
             for i, (key, c) in enumerate(fresh.items()):
                 records[i] = (key, start, len(c))
                 start += len(c)
-            _append(self.path / "codes.bin", np.concatenate(list(fresh.values())).tobytes())
-            _append(self.path / "index.bin", records.tobytes())
+            append_synced(self.path / "codes.bin", np.concatenate(list(fresh.values())).tobytes())
+            append_synced(self.path / "index.bin", records.tobytes())
             self._where.update(zip(fresh, zip(records["start"].tolist(), records["rows"].tolist(), strict=True), strict=True))
             self._records_read += len(records)
 
@@ -283,13 +275,3 @@ class TokenStore:
 
     def bytes_on_disk(self) -> int:
         return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
-
-
-def _append(path: Path, data: bytes) -> None:
-    created = not path.exists()
-    with open(path, "ab") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if created:  # the new file's name must reach the disk too
-        fsync_dir(path.parent)
