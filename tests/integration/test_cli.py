@@ -379,6 +379,24 @@ def test_a_namesake_sharing_one_boilerplate_chunk_is_not_taken_for_a_moved_file(
     assert any("sourdough" in text for _, text in after.values())
 
 
+def test_a_two_chunk_namesake_sharing_one_chunk_is_not_taken_for_a_moved_file(tmp_path, capsys):
+    # Review of issue 78 #2: half of a 2-chunk file (its footer) was enough to call another document "moved".
+    db, tmpdir, docs = tmp_path / "db", tmp_path / "tmp", tmp_path / "docs"
+    tmpdir.mkdir()
+    docs.mkdir()
+    footer = "Copyright the Example Project authors, all rights reserved."
+    (tmpdir / "page.md").write_text(footer + "\n\n" + "The first guide covers chain lubrication in wet weather.")
+    assert main(["index", str(tmpdir / "page.md"), "--db", str(db), "--chunk-tokens", "20"]) == 0, _err(capsys)
+    before = _rows(db)
+    assert len(before) == 2
+    (tmpdir / "page.md").unlink()
+    tmpdir.rmdir()
+    (docs / "page.md").write_text(footer + "\n\n" + "Another page is about sourdough and wild yeast.")
+    assert main(["index", str(docs / "page.md"), "--db", str(db), "--chunk-tokens", "20", "--replace"]) == 0, _err(capsys)
+    after = _rows(db)
+    assert {pid: row for pid, row in after.items() if pid in before} == before
+
+
 def test_a_moved_tree_with_two_files_of_one_name_is_recognised_file_by_file(tmp_path, capsys):
     # Issue 78 #2: two README.md in a moved tree were matched by name alone: a false "its text changed", and --replace left a duplicate.
     db, old, new = tmp_path / "db", tmp_path / "tree", tmp_path / "moved" / "tree"

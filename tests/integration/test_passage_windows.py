@@ -193,3 +193,28 @@ def test_a_window_made_from_other_text_than_its_passages_is_ignored(chroma_dir):
         again = {p.id: p.dense_score for p in m.store.query(q, 13)}
         head = {p.id: p.dense_score for p in m.store.query_heads(q, 13)}
     assert again.get("deep") == head.get("deep")  # its own vector's score, not the old text's window
+
+
+def test_an_interrupted_upgrade_leaves_no_half_made_windows_and_the_next_run_finishes_it(tmp_path, capsys, monkeypatch):
+    # Review of issue 78: the windows collection was made before filling; interrupted, it passed for complete.
+    from meve.cli import main
+    from meve.pipeline.meve import MeVe as Core
+
+    book = tmp_path / "log.md"
+    book.write_text(DEEP + "\n\n" + OTHERS[0] + "\n")
+    db = str(tmp_path / "db")
+    assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000"]) == 0
+    client = chroma_client(db)
+    made = client.get_collection(windows_name("meve")).count()
+    client.delete_collection(windows_name("meve"))  # as meve 0.3.0 left it
+
+    def interrupted(self, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Core, "add_windows", interrupted)
+    assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000", "--replace"]) == 130  # "meve: interrupted"
+    assert windows_name("meve") not in {c.name for c in chroma_client(db).list_collections()}
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000", "--replace"]) == 0
+    assert f"made {made} window vector(s)" in capsys.readouterr().out

@@ -220,6 +220,10 @@ def test_clear_with_turn_ids_deletes_only_those_and_skips_ids_not_stored():
     m.clear(["t1", "t3", "never-stored"])
     assert [t.id for t in m.turns()] == ["t0", "t2"]
     assert "turn 1" not in m.reconstruct("herons", l_max=500).text
+    for bad in ("t0", [7]):  # one string would be read as ids "t" and "0"
+        with pytest.raises(InputError, match="turn"):
+            m.clear(bad)
+    assert [t.id for t in m.turns()] == ["t0", "t2"]
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -99,6 +99,9 @@ def test_two_checkpoints_in_folders_of_one_name_have_different_identities(tmp_pa
     assert model_identity(a, "float32") != model_identity(b, "float32")
     assert model_identity(a, "float32") == model_identity(same, "float32")  # the same weights elsewhere share their vectors
     assert model_identity(a, "float32") != model_identity(a, "int8")
+    # A fine-tune that changes only middle layers (LoRA merged into attention): same head and tail bytes.
+    middle = _checkpoint(tmp_path / "d" / "model", b"\x01" * 1_400_000 + b"\x03" * 200_000 + b"\x01" * 1_400_000)
+    assert model_identity(middle, "float32") != model_identity(a, "float32")
     assert model_identity(a, "float32").startswith("model-") and model_identity(None, "float32") is None
 
 
@@ -112,9 +115,10 @@ def test_the_cache_folder_and_bound_come_from_the_environment(monkeypatch, tmp_p
     assert cache_root() == tmp_path / "xdg" / "meve"
     monkeypatch.setenv("MEVE_CACHE_MAX_BYTES", "2G")
     assert max_bytes() == 2 * 2**30
-    monkeypatch.setenv("MEVE_CACHE_MAX_BYTES", "lots")
-    with pytest.raises(ConfigError, match="MEVE_CACHE_MAX_BYTES"):
-        max_bytes()
+    for bad in ("lots", "0", "512K"):
+        monkeypatch.setenv("MEVE_CACHE_MAX_BYTES", bad)
+        with pytest.raises(ConfigError, match="MEVE_CACHE_MAX_BYTES"):
+            max_bytes()
 
 
 def test_the_memory_cache_reads_what_memory_lacks_from_disk_and_writes_both(tmp_path):
@@ -151,3 +155,46 @@ def test_processes_appending_at_once_leave_every_entry_whole(tmp_path):
         i = int(key, 16)
         assert hit is not None
         np.testing.assert_array_equal(hit[0], _entry(i, 1 + i % 5)[0])
+
+
+def test_a_handle_that_only_wrote_never_reads_another_generations_rows_even_when_inodes_are_reused(tmp_path):
+    # Review of issue 75: rotation was detected by index.bin's inode, which ext4 reuses, so a handle that held
+    # no mapping could read another passage's rows at its old offsets. Every hit must be the key's own entry.
+    entry_bytes = 4 * (DIM + 2) + DIM * 4
+    writer = DiskTokens(tmp_path, identity="m-1", dimension=DIM, limit=3 * entry_bytes)
+    other = DiskTokens(tmp_path, identity="m-1", dimension=DIM, limit=3 * entry_bytes)
+    for round_ in range(20):
+        mine, theirs = range(100 * round_, 100 * round_ + 3), range(100 * round_ + 50, 100 * round_ + 53)
+        writer.put_many([(_key(i), *_entry(i, 4)) for i in mine])
+        other.put_many([(_key(i), *_entry(i, 4)) for i in theirs])  # past the bound: afresh, then its three
+        for i, hit in zip([*mine, *theirs], writer.get_many([_key(i) for i in [*mine, *theirs]]), strict=True):
+            assert hit is None or np.array_equal(hit[0], _entry(i, 4)[0]), f"round {round_}: key {i} read another entry's rows"
+        assert all(h is not None for h in writer.get_many([_key(i) for i in theirs]))
+
+
+def test_a_disk_tier_that_cannot_open_is_said_once_and_every_thread_waits_for_the_first_opening(tmp_path, caplog):
+    # Review of issue 75: the factory was dropped before it ran, so a failed opening was silent from then on,
+    # and a second thread saw no disk tier while the first was still opening it.
+    import threading
+    import time
+
+    DiskTokens(tmp_path, identity="m-1", dimension=DIM)
+    calls = []
+
+    def other_models_folder() -> DiskTokens:
+        calls.append(1)
+        time.sleep(0.2)
+        return DiskTokens(tmp_path, identity="m-2", dimension=DIM)  # another model's folder: refused
+
+    cache = TokenVectorCache(disk=other_models_folder)
+    seen: list[object] = []
+    with caplog.at_level("WARNING", logger="meve"):
+        threads = [threading.Thread(target=lambda: seen.append(cache.disk)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == [None, None, None] and calls == [1]
+    assert sum("token-vector cache is off" in r.getMessage() for r in caplog.records) == 1
+    fine = TokenVectorCache(disk=lambda: DiskTokens(tmp_path, identity="m-1", dimension=DIM))
+    assert fine.disk is not None and fine.disk is fine.disk

@@ -124,14 +124,23 @@ def _add_windows(collection: Any, existing: Any, precision: str | None) -> int |
     """An index built before meve kept windows (:mod:`meve.retrieval.passage_windows`) gets them
     when its files are indexed again: how many were made, None where it had them already."""
     from meve.pipeline.meve import MeVe
+    from meve.retrieval.chroma import delete_sibling
     from meve.retrieval.passage_windows import PassageWindows
 
     if existing is None or PassageWindows.open(collection, create=False) is not None:
         return None
+    embedder = _embedder(existing, precision)
+    embedder.encode(["load the model"])  # before anything is made: a model that cannot load leaves nothing behind
     # The windows collection is made before the index is opened, so opening it does not warn that it
     # has none (and names this very command); add_windows then fills it, and the summary says how many.
-    PassageWindows.open(collection, create=True)
-    return MeVe.from_chroma(collection, embedder=_embedder(existing, precision)).add_windows(show_progress=sys.stderr.isatty())
+    made = PassageWindows.open(collection, create=True)
+    try:
+        return MeVe.from_chroma(collection, embedder=embedder).add_windows(show_progress=sys.stderr.isatty())
+    except BaseException:
+        # Half made, it would pass for complete: the next `meve index --replace` could never finish it.
+        if made is not None:
+            delete_sibling(collection, made.name)
+        raise
 
 
 def _embedder(collection: Any, precision: str | None = None) -> Any:

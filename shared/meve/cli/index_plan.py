@@ -53,7 +53,7 @@ def plan(collection: Any, chunks: list[tuple[str, str, dict[str, Any]]], sources
     """What ``meve index`` changes in an existing collection. A file's old chunks are those stored
     under its source (so a corpus indexed under the former ``<stem>#<j>`` ids is replaced the same
     way), or, for a file with none, under a source of the same file name that no longer exists
-    and shares at least half of its chunks with it (its folder moved, :func:`_same_files`): those that are
+    and shares more than half of its chunks with it (its folder moved, :func:`_same_files`): those that are
     unchanged (same place, same text) keep their rows and take the new source, nothing embedded again. Refuses a file already indexed at its path unless
     ``replace``, a moved file whose text changed unless ``replace``, and an id another file holds."""
     from meve.retrieval.chroma import chroma_call
@@ -125,7 +125,7 @@ def _gone_namesakes(collection: Any, new: list[str], page: int = 1000) -> dict[s
 
 def _same_files(candidates: dict[str, list[str]], gone: dict[str, tuple[str, int, str]], chunks: list[tuple[str, str, dict[str, Any]]]) -> dict[str, str]:
     """Stored source -> new source, for each pair that is one file whose folder moved: the same
-    file name, and at least half of the stored file's chunks found unchanged (same place, same
+    file name, and more than half of the stored file's chunks found unchanged (same place, same
     text) in the new one. A name alone proves nothing (two ``README.md`` of one tree, or a
     deleted ``page.md`` sharing a boilerplate chunk with another document), and a file taken as
     moved has its other chunks deleted by ``--replace``; pairs are matched one to one, most shared first."""
@@ -141,6 +141,6 @@ def _same_files(candidates: dict[str, list[str]], gone: dict[str, tuple[str, int
     )
     matched: dict[str, str] = {}
     for shared, a, b in pairs:
-        if shared and 2 * shared >= len(stored.get(a, ())) and a not in matched and b not in matched.values():
+        if 2 * shared > len(stored.get(a, ())) and a not in matched and b not in matched.values():
             matched[a] = b
     return matched

@@ -32,7 +32,7 @@ from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
 from meve.memory.decide import Nearby, decide, decide_parts
 from meve.memory.log import Snapshot, TurnLog
-from meve.memory.records import MemoryContext, Turn, check_roles
+from meve.memory.records import MemoryContext, Turn, check_roles, check_turn_ids
 from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_weights, turn_traces, weigh_roles
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.signals import bm25_pool, nearest, said_before, vector_hits, vector_pool, warn_if_unfitted
@@ -285,7 +285,7 @@ class MomentaryMemory:
         """Delete every turn of this session (other sessions are untouched), or those ``turn_ids`` names (ids not stored are skipped), with one reload."""
         self._check_open()
         with self._write_lock:
-            named = None if turn_ids is None else list(turn_ids)
+            named = None if turn_ids is None else check_turn_ids(turn_ids)
             for col in self._store.collections:
                 self._store.delete(col, self._store.rows(col)["ids"] if named is None else named)
             self._store.bump(EPOCH, uuid.uuid4().hex)

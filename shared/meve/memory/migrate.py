@@ -45,10 +45,12 @@ MOVED_FROM = "meve:moved_from"
 _HASHED = re.compile(r"msg-[0-9a-f]{24}")
 
 #: How many numbers are tried for one id before it is taken for one meve did not make. Not a bound
-#: on thread length: every id meve made is the hash of its own role and text at exactly one number,
-#: so the search ends there, however far; only an id shaped like meve's but chosen elsewhere
-#: (which matches no number) reaches this, and is reported and kept as it is.
-SEARCH_GUARD = 1 << 22
+#: on thread length: the search starts at the previous turn's position, so it bounds the messages
+#: between two stored turns (tool calls and the like: a few, never tens of thousands). Every id meve
+#: made is the hash of its own role and text at one number, so the search ends there; only an id
+#: shaped like meve's but chosen elsewhere (which matches no number) reaches this, costs about 0.1 s
+#: of hashing, and is reported and kept as it is.
+SEARCH_GUARD = 1 << 16
 
 
 def _numbers(after: int) -> Iterator[int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -12,7 +12,7 @@ from meve.core.errors import InputError
 from meve.core.records import as_dict
 from meve.memory.render import content, render
 
-__all__ = ["ROLES", "MemoryContext", "Turn", "TurnTrace", "check_roles"]
+__all__ = ["ROLES", "MemoryContext", "Turn", "TurnTrace", "check_roles", "check_turn_ids"]
 
 ROLES = ("user", "assistant", "system", "tool")
 
@@ -115,3 +115,15 @@ def check_roles(**named: Sequence[str]) -> None:
     for name, roles in named.items():
         if isinstance(roles, str) or any(r not in ROLES for r in roles):
             raise InputError(f"{name}={roles!r} is not allowed: expected a sequence of roles among {', '.join(ROLES)}")
+
+
+def check_turn_ids(turn_ids: Any) -> list[str]:
+    """``turn_ids`` as a list of ids; InputError naming it for one string (its characters would be
+    taken as ids) or anything that is not a collection of strings."""
+    if isinstance(turn_ids, str | bytes) or not isinstance(turn_ids, Iterable):
+        raise InputError(f"turn_ids={turn_ids!r} is not allowed: give a list of turn ids (one id: [turn_id], or delete(turn_id))")
+    ids = list(turn_ids)
+    bad = [i for i in ids if not isinstance(i, str)]
+    if bad:
+        raise InputError(f"turn_ids holds {bad[0]!r} ({type(bad[0]).__name__}); every turn id is a str")
+    return ids

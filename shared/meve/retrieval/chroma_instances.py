@@ -11,20 +11,12 @@ __all__ = ["close_client", "open_system", "running_settings", "shared_settings"]
 
 
 def close_client(client: Any) -> None:
-    """Give back meve's hold on the Chroma instance under ``client``: Chroma counts the clients of
-    an instance (the app's own ``PersistentClient`` or ``langchain_chroma.Chroma`` on the same
-    directory among them) and stops it only when the last one closes, so an app's client keeps
-    working after meve's closes (issue 78 #1: meve stopped the instance under it)."""
-    close = getattr(client, "close", None)
-    if callable(close) and _counts_clients():
-        close()
-    # Older Chroma has no count: the instance is left running, as stopping it could break another client.
-
-
-def _counts_clients() -> bool:
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    return hasattr(SharedSystemClient, "_identifier_to_refcount")
+    """Give back meve's hold on the Chroma instance under ``client``: Chroma (1.5.2 on, the floor
+    pyproject.toml sets for this) counts the clients of an instance (the app's own
+    ``PersistentClient`` or ``langchain_chroma.Chroma`` on the same directory among them) and stops
+    it only when the last one closes, so an app's client keeps working after meve's closes (issue
+    78 #1: meve stopped the instance under it)."""
+    client.close()
 
 
 # Settings that only decide what Chroma reports about itself, not what it stores or how.

@@ -9,13 +9,14 @@ nothing passed: ``$MEVE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/meve``, else ``~/
 the model hubs keep theirs; ``MEVE_CACHE_DIR=off`` turns it off). A passage scores the same read
 from here as on the query that encoded it: both read the same int8 rows.
 
-Files in ``tokens-v<format>/<model>-<identity>/``: ``meta.json`` (format, identity, dimension; written
+Files in ``tokens-v<format>/<model>-<identity>/``: ``meta.json`` (format, identity, dimensions; written
 atomically), ``data.bin`` (each entry's int8 rows, fp16 scales and dense vector, appended),
 ``index.bin`` (32-byte records: sha1 of the text, byte offset, row count; appended after the data
 they point to), ``lock`` (``flock`` around appends and rotation). A record whose data is not all on
 disk (a crash between the two appends) is ignored. Bounded: a write that would pass
-``$MEVE_CACHE_MAX_BYTES`` (default 4 GiB a model) starts the folder's files afresh (readers notice
-the new files by their inode and drop what they had read of the old ones).
+``$MEVE_CACHE_MAX_BYTES`` (default 4 GiB a model) starts the folder's files afresh under a new name
+in ``generation`` (readers compare it with the one they read and drop what they had read of the old
+files: a new file can reuse a removed one's inode).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import os
 import re
 import threading
+import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -36,7 +38,7 @@ from meve.core.errors import ConfigError, StoreError
 from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
 
-__all__ = ["DiskTokens", "cache_root", "max_bytes", "model_identity", "open_for"]
+__all__ = ["DiskTokens", "cache_root", "file_digest", "max_bytes", "model_identity", "open_for"]
 
 FORMAT = FORMATS["token_cache"]
 _RECORD = np.dtype([("key", "V20"), ("start", "<u8"), ("rows", "<u4")])
@@ -62,34 +64,60 @@ def max_bytes() -> int:
     m = _SIZE.fullmatch(given.strip())
     if m is None:
         raise ConfigError("MEVE_CACHE_MAX_BYTES", given, "a size in bytes, e.g. 4000000000 or 4G (suffixes K, M, G, T)")
-    return int(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower())
+    size = int(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower())
+    if size < 2**20:  # under one long passage's rows: every write would start the files afresh and keep nothing
+        raise ConfigError("MEVE_CACHE_MAX_BYTES", given, "at least 1M (to turn the cache off, set MEVE_CACHE_DIR=off)")
+    return size
 
 
 def model_identity(path: str | None, precision: str) -> str | None:
     """A name for a model's token vectors that two different checkpoints never share: its folder's
-    name, then a digest of each file's name, size and bytes (the whole of small files, the first
-    and last MiB of large ones: two checkpoints differ there, and it costs milliseconds) and of the
-    precision. A name that is not a local folder (a hub id) is taken as it is. None for no path
-    (a loaded model handed in: nothing says which weights it has)."""
+    name, then a digest of each file's name, size and whole bytes (:func:`file_digest`: read once
+    per file version, then remembered) and of the precision. A name that is not a local folder (a
+    hub id) is taken as it is. None for no path (a loaded model handed in: nothing says which
+    weights it has)."""
     if path is None:
         return None
     where = Path(path).expanduser()
     digest = hashlib.sha256(json.dumps(["meve-token-pass-1", precision]).encode())
     if where.is_dir():
         for f in sorted(p for p in where.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(where).parts)):
-            size = f.stat().st_size
-            digest.update(f"{f.relative_to(where).as_posix()}\0{size}\0".encode())
-            with open(f, "rb") as fh:
-                if size <= 2 * 2**20:
-                    digest.update(fh.read())
-                else:
-                    digest.update(fh.read(2**20))
-                    fh.seek(-(2**20), os.SEEK_END)
-                    digest.update(fh.read())
+            digest.update(f"{f.relative_to(where).as_posix()}\0{f.stat().st_size}\0".encode())
+            digest.update(file_digest(f))
     else:
         digest.update(str(path).encode())
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", where.name or str(path)).strip("-.")[:40] or "model"
     return f"{name}-{digest.hexdigest()[:16]}"
+
+
+_DIGESTS: dict[tuple[str, int, int, int], bytes] = {}
+
+
+def file_digest(f: Path) -> bytes:
+    """sha256 of a file's whole bytes (a fine-tune that changes a few layers changes it), kept per
+    file version (path, size, mtime, inode) in this process and beside the cache (``digests/``), so
+    a model's 90 MB is read once, not at every start."""
+    st = f.stat()
+    version = (str(f.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if version in _DIGESTS:
+        return _DIGESTS[version]
+    root = cache_root()
+    kept = root / "digests" / hashlib.sha1(json.dumps(version).encode()).hexdigest() if root is not None else None
+    if kept is not None and kept.is_file() and len(known := kept.read_bytes()) == 32:
+        _DIGESTS[version] = known
+        return known
+    whole = hashlib.sha256()
+    with open(f, "rb") as fh:
+        while block := fh.read(2**22):
+            whole.update(block)
+    out = _DIGESTS[version] = whole.digest()
+    if kept is not None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(kept, out)
+        except OSError:  # a read-only cache folder only costs reading the file again next start
+            pass
+    return out
 
 
 class DiskTokens:
@@ -109,7 +137,7 @@ class DiskTokens:
             ) from exc
         self._lock = threading.Lock()
         self._check_meta()
-        self._reset(None)
+        self._reset(self._generation_now())
         self.reads = 0
 
     def _check_meta(self) -> None:
@@ -126,12 +154,26 @@ class DiskTokens:
                 for name in ("data.bin", "index.bin"):
                     (self.path / name).unlink(missing_ok=True)
                 write_atomically(meta_path, json.dumps(mine).encode("utf-8"))
+                self._new_generation()
                 return
             found_format("token_cache", theirs.get("format"), where=repr(str(self.path)))
             if theirs != mine:
                 raise StoreError(
                     f"{str(self.path)!r} holds token vectors of {theirs}, this model's are {mine}; remove the folder or set MEVE_CACHE_DIR elsewhere"
                 )
+            if self._generation_now() is None:
+                self._new_generation()
+
+    def _new_generation(self) -> None:
+        """Name the files' generation anew (under the lock, before any row of it is written): a
+        handle compares it with the one it read, since a new file can reuse a removed one's inode."""
+        write_atomically(self.path / "generation", uuid.uuid4().hex.encode("ascii"))
+
+    def _generation_now(self) -> str | None:
+        try:
+            return (self.path / "generation").read_text(encoding="ascii")
+        except FileNotFoundError:
+            return None
 
     def _file_lock(self) -> AbstractContextManager[None]:
         return exclusive(self.path / "lock")
@@ -139,31 +181,26 @@ class DiskTokens:
     def _entry_bytes(self, rows: int) -> int:
         return rows * (self.dimension + 2) + self.vector_dimension * 4
 
-    def _reset(self, inode: int | None) -> None:
+    def _reset(self, generation: str | None) -> None:
         """Forget what was read (the files were started afresh, by this process or another)."""
         self._where: dict[bytes, tuple[int, int]] = {}
         self._records_read = 0
-        self._inode = inode
+        self._generation = generation
         self._data: np.ndarray | None = None
-
-    def _inode_now(self) -> int | None:
-        try:
-            return (self.path / "index.bin").stat().st_ino
-        except FileNotFoundError:
-            return None
 
     def _refresh(self) -> None:
         """Read the index records appended since the last look (by this or another process)."""
-        inode = self._inode_now()
-        if inode != self._inode:
-            self._reset(inode)
-        if inode is None:
+        generation = self._generation_now()
+        if generation != self._generation:
+            self._reset(generation)
+        try:
+            with open(self.path / "index.bin", "rb") as fh:
+                fh.seek(self._records_read * _RECORD.itemsize)
+                raw = fh.read()
+        except FileNotFoundError:
             return
-        with open(self.path / "index.bin", "rb") as fh:
-            if os.fstat(fh.fileno()).st_ino != inode:
-                return  # started afresh this instant: the next look reads the new files
-            fh.seek(self._records_read * _RECORD.itemsize)
-            raw = fh.read()
+        if self._generation_now() != generation:
+            return  # started afresh while it was read: the next look reads the new files
         records = np.frombuffer(raw[: len(raw) // _RECORD.itemsize * _RECORD.itemsize], dtype=_RECORD)
         on_disk = self._data_size()
         for key, start, rows in zip(records["key"].tolist(), records["start"].tolist(), records["rows"].tolist(), strict=True):
@@ -181,7 +218,8 @@ class DiskTokens:
                 return None
             with open(self.path / "data.bin", "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
-                if self._inode_now() != self._inode or size < end:
+                # The generation is named before a new file's first row: if it is still ours, so is this file.
+                if self._generation_now() != self._generation or size < end:
                     return None
                 self._data = np.memmap(fh, dtype=np.uint8, mode="r", shape=(size,))
         return self._data
@@ -194,7 +232,7 @@ class DiskTokens:
         wanted = [bytes.fromhex(k) for k in keys]
         out: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * len(keys)
         with self._lock:
-            if any(w not in self._where for w in wanted) or self._inode_now() != self._inode:
+            if any(w not in self._where for w in wanted) or self._generation_now() != self._generation:
                 self._refresh()
             hits = [(i, self._where[w]) for i, w in enumerate(wanted) if w in self._where]
             if not hits:
@@ -229,8 +267,8 @@ class DiskTokens:
             if not fresh:
                 return
             start = self._trim()
-            if start + sum(len(b) for b in fresh.values()) > self.limit:
-                start = self._start_afresh()
+            if start + sum(len(b) for b in fresh.values()) > self.limit or self._data_size() != start:
+                start = self._start_afresh()  # past the bound, or the rows are not where the records say
             records = np.zeros(len(fresh), dtype=_RECORD)
             blobs: list[bytes] = []
             for i, (k, blob) in enumerate(fresh.items()):
@@ -244,7 +282,6 @@ class DiskTokens:
                 return
             append_synced(self.path / "data.bin", b"".join(blobs))
             append_synced(self.path / "index.bin", records.tobytes())
-            self._inode = self._inode_now()
             self._where.update(zip(records["key"].tolist(), zip(records["start"].tolist(), records["rows"].tolist(), strict=True), strict=True))
             self._records_read += len(records)
 
@@ -262,7 +299,8 @@ class DiskTokens:
         log.info("meve: the token-vector cache %r reached %d bytes (MEVE_CACHE_MAX_BYTES); starting it afresh", str(self.path), self.limit)
         for name in ("index.bin", "data.bin"):
             (self.path / name).unlink(missing_ok=True)
-        self._reset(None)
+        self._new_generation()
+        self._reset(self._generation_now())
         return 0
 
     def bytes_on_disk(self) -> int:

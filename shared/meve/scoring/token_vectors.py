@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.errors import ConfigError
+from meve.core.errors import ConfigError, StoreError
 from meve.core.logs import log
 from meve.scoring.embedders import CachedEmbedder, SentenceTransformerEmbedder
 from meve.scoring.registry import registry
@@ -54,11 +54,13 @@ class TokenVectorCache:
         self.max_bytes = max_bytes
         self._disk_factory = disk
         self._disk: DiskTokens | None = None
+        self._disk_lock = threading.Lock()
         self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self.bytes = 0
         self.hits = 0
+        self.owner: Any = None  # what keys this cache, kept alive while it is (a loaded model handed in)
         self.misses = 0
 
     def __len__(self) -> int:
@@ -90,11 +92,18 @@ class TokenVectorCache:
 
     @property
     def disk(self) -> DiskTokens | None:
-        """The on-disk tier, opened on first use; None where there is none."""
-        if self._disk_factory is not None:
-            factory, self._disk_factory = self._disk_factory, None
-            self._disk = factory()
-        return self._disk
+        """The on-disk tier, opened on first use (one thread opens it, the others wait); None where
+        there is none. One that cannot be opened (another model's folder there, a folder this user
+        cannot write) is said at WARNING with the fix, and this process goes on without it."""
+        with self._disk_lock:
+            if self._disk_factory is not None:
+                try:
+                    self._disk = self._disk_factory()
+                except (StoreError, OSError) as exc:
+                    log.warning("meve: the on-disk token-vector cache is off in this process: %s", exc)
+                    self._disk = None
+                self._disk_factory = None
+            return self._disk
 
     def get_many(self, keys: Sequence[str]) -> list[np.ndarray | None]:
         """:meth:`get` for each key, what memory lacks read from disk (and kept in memory)."""
@@ -215,4 +224,6 @@ def shared_cache(embedder: Any) -> TokenVectorCache:
 
     key = identity if identity is not None else f"loaded-model-{id(st.model)}"
     cache: TokenVectorCache = registry.singleton(f"token-cache:{key}", lambda: TokenVectorCache(disk=disk))
+    if identity is None:
+        cache.owner = st.model  # keeps the model alive, so its id() is never another model's key
     return cache
