@@ -8,7 +8,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-fast lint docs bench bench-quick train-verifier clean
+.PHONY: help venv demo test test-fast test-oldest lint docs bench bench-quick train-verifier clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,13 @@ test: $(STAMP) ## the whole suite (slow benchmarks excluded)
 
 test-fast: $(STAMP) ## unit tests only (no model loads)
 	$(PY) -m pytest -q tests/unit
+
+OLDEST := .venv-oldest
+test-oldest: ## the integration tests against the lowest versions pyproject.toml allows (.ci/oldest.txt; about 10 minutes)
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install -q torch==2.13.0 uv
+	$(OLDEST)/bin/uv pip install -q --python $(OLDEST)/bin/python --link-mode=copy -c .ci/oldest.txt -e ".[all,dev]"
+	$(OLDEST)/bin/python -m pytest -q tests/integration tests/unit/test_api.py
 
 docs: $(STAMP) ## build the documentation site into site/ (mkdocs, warnings are errors)
 	$(VENV)/bin/mkdocs build --strict --quiet
@@ -59,4 +66,4 @@ train-verifier: $(BENCH_STAMP) ## refit late interaction's calibration (1 min), 
 		--out benchmarks/.cache/cross_encoder_l3 --ship shared/meve/weights/cross_encoder_l3.safetensors $(if $(DATA),--data $(DATA))
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache

@@ -57,3 +57,27 @@ def test_the_upgrade_note_covers_every_format():
     for kind, words in described.items():
         row = next((line for name, line in rows.items() if words in name), None)
         assert row is not None and f"| {FORMATS[kind]} |" in row, f"docs/upgrade.md has no row for {kind} at format {FORMATS[kind]}"
+
+
+def test_make_test_oldest_installs_the_floors_pyproject_declares():
+    # Issue 78: the declared ranges are tested at their lowest (`make test-oldest`); its pins may not drift from them.
+    import re
+
+    from packaging.requirements import Requirement
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    floors: dict[str, str] = {}
+    for raw in re.findall(r'"([A-Za-z0-9_.\-\[\]]+\s*>=[^"]+)"', pyproject):
+        req = Requirement(raw)
+        low = [s.version for s in req.specifier if s.operator == ">="]
+        if low:
+            floors[req.name.lower()] = max(
+                floors.get(req.name.lower(), low[0]), low[0], key=lambda v: [int(x) for x in v.split(".")]
+            )  # all extras: the highest
+    pins = dict(line.split("==") for line in (ROOT / ".ci" / "oldest.txt").read_text().splitlines() if "==" in line and not line.startswith("#"))
+    assert {"chromadb", "langchain-core", "llama-index-core", "sentence-transformers", "transformers"} <= set(pins)
+    for name, version in pins.items():
+        assert floors.get(name) is not None and Requirement(f"{name}>={floors[name]}").specifier.contains(version), name
+        assert version.split(".")[:3] == floors[name].split(".")[:3] + ["0"] * (3 - len(floors[name].split("."))), (
+            f"{name}: pinned {version}, floor {floors[name]}"
+        )
