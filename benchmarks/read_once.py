@@ -98,7 +98,7 @@ def _targets(build: dict[str, Any], fresh: dict[str, Any], restart: dict[str, An
 
 
 # -- the child processes ---------------------------------------------------------------------
-def _record_model_reads() -> list[str]:
+def record_model_reads() -> list[str]:
     """Every text any model reads from now on in this process (meve's windowed pass, sentence-transformers' encode)."""
     from sentence_transformers import SentenceTransformer
 
@@ -279,7 +279,7 @@ def _query(framework: str, work: Path, questions: list[str], k: int) -> dict[str
     from benchmarks.speed import cross_encoder_path
 
     started = time.perf_counter()
-    read = _record_model_reads()
+    read = record_model_reads()
     from meve.integration import default_embedder
 
     imported = time.perf_counter()

@@ -124,7 +124,9 @@ def test_a_windows_collection_name_fits_chromas_limit():
     assert len(long) <= 512 and long.endswith(".windows") and long != windows_name("a" * 509 + "b")
 
 
-def test_meve_index_replace_gives_an_index_built_before_windows_its_windows(tmp_path, capsys, caplog):
+def _index_without_windows(tmp_path: Path) -> tuple[Path, str, int]:
+    """A file indexed with `meve index` whose windows collection is then deleted, as meve 0.3.0 left an
+    index: (the file, the Chroma directory, how many windows indexing had made)."""
     from meve.cli import main
 
     book = tmp_path / "log.md"
@@ -134,7 +136,15 @@ def test_meve_index_replace_gives_an_index_built_before_windows_its_windows(tmp_
     client = chroma_client(db)
     made = client.get_collection(windows_name("meve")).count()
     assert made >= 1
-    client.delete_collection(windows_name("meve"))  # as meve 0.3.0 left it
+    client.delete_collection(windows_name("meve"))
+    return book, db, made
+
+
+def test_meve_index_replace_gives_an_index_built_before_windows_its_windows(tmp_path, capsys, caplog):
+    from meve.cli import main
+
+    book, db, made = _index_without_windows(tmp_path)
+    client = chroma_client(db)
     capsys.readouterr()
     with caplog.at_level(logging.WARNING, logger="meve"):
         assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000", "--replace"]) == 0
@@ -200,13 +210,7 @@ def test_an_interrupted_upgrade_leaves_no_half_made_windows_and_the_next_run_fin
     from meve.cli import main
     from meve.pipeline.meve import MeVe as Core
 
-    book = tmp_path / "log.md"
-    book.write_text(DEEP + "\n\n" + OTHERS[0] + "\n")
-    db = str(tmp_path / "db")
-    assert main(["index", str(book), "--db", db, "--chunk-tokens", "1000"]) == 0
-    client = chroma_client(db)
-    made = client.get_collection(windows_name("meve")).count()
-    client.delete_collection(windows_name("meve"))  # as meve 0.3.0 left it
+    book, db, made = _index_without_windows(tmp_path)
 
     def interrupted(self, **kwargs):
         raise KeyboardInterrupt

@@ -19,20 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 LONG = ROOT / "tests" / "data" / "long_document.txt"
 QUESTION = "What does the derailleur do?"
 
-# Records every text any model reads in this process: the verifier's pass and sentence-transformers' encode.
+# Records every text any model reads in this process (the benchmark's recorder: the verifier's pass, sentence-transformers' encode).
 RECORD = """
 import json, sys
-import meve.scoring.late_interaction as li
-from sentence_transformers import SentenceTransformer
-read = []
-_fwd, _enc = li.forward, SentenceTransformer.encode
-def forward(model, texts, **kw):
-    read.extend(texts)
-    return _fwd(model, texts, **kw)
-def encode(self, sentences, *a, **kw):
-    read.extend([sentences] if isinstance(sentences, str) else list(sentences))
-    return _enc(self, sentences, *a, **kw)
-li.forward, SentenceTransformer.encode = forward, encode
+from benchmarks.read_once import record_model_reads
+read = record_model_reads()
 """
 
 LLAMAINDEX_BUILD = """

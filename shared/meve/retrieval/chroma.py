@@ -19,7 +19,7 @@ from typing import Any
 from meve.core.durable import unwritable_ancestor
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
-from meve.retrieval.chroma_instances import close_client, open_system, running_settings, shared_settings
+from meve.retrieval.chroma_instances import open_system, running_settings, shared_settings
 from meve.retrieval.directory import WRITES, directory_lock, lock_at, no_writer
 
 __all__ = [
@@ -164,7 +164,7 @@ def open_clients() -> dict[str, int]:
 
 
 def release_client(path: str | os.PathLike[str]) -> None:
-    """One handle on ``path`` is done; the last one gives meve's client back (:func:`close_client`)."""
+    """One handle on ``path`` is done; the last one closes meve's client."""
     with _owned_lock:
         key = Path(path).expanduser().resolve()
         owned = _owned.get(key)
@@ -174,9 +174,11 @@ def release_client(path: str | os.PathLike[str]) -> None:
         if owned.refs > 0:
             return
         del _owned[key]
-        # Closing may write its index: never beside another process's load (a deleted directory has no one to wait for).
+        # Chroma (1.5.2 on, pyproject's floor) counts an instance's clients, the app's own on this directory among
+        # them, and stops it only when the last closes (issue 78 #1: meve stopped the instance under the app's
+        # client). Closing may write its index: never beside another process's load (a deleted directory has no one to wait for).
         with lock_at(key).hold(write=False) if key.is_dir() else nullcontext():
-            close_client(owned.client)
+            owned.client.close()
 
 
 @contextmanager

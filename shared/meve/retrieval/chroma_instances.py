@@ -1,22 +1,14 @@
 """The one place meve reaches into Chroma's process-wide instances (``SharedSystemClient``, not a
 public API): which instance runs on a directory and with what settings, the settings of one meve
-starts, and giving meve's hold back. chromadb's upper bound in pyproject.toml is set by what is read here."""
+starts. chromadb's upper bound in pyproject.toml is set by what is read here."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
-__all__ = ["close_client", "open_system", "running_settings", "shared_settings"]
-
-
-def close_client(client: Any) -> None:
-    """Give back meve's hold on the Chroma instance under ``client``: Chroma (1.5.2 on, the floor
-    pyproject.toml sets for this) counts the clients of an instance (the app's own
-    ``PersistentClient`` or ``langchain_chroma.Chroma`` on the same directory among them) and stops
-    it only when the last one closes, so an app's client keeps working after meve's closes (issue
-    78 #1: meve stopped the instance under it)."""
-    client.close()
+__all__ = ["open_system", "running_settings", "shared_settings"]
 
 
 # Settings that only decide what Chroma reports about itself, not what it stores or how.
@@ -30,6 +22,12 @@ def shared_settings() -> Any:
     different settings"), so an app whose ``PersistentClient(path, Settings(anonymized_telemetry=False))``
     comes after meve's shares meve's instance; one that differs in anything stored gets an error
     naming the setting and the fix instead of Chroma's."""
+    return _settings_class()()
+
+
+@functools.cache
+def _settings_class() -> Any:
+    """The Settings subclass :func:`shared_settings` makes (defined once: chromadb is imported lazily)."""
     from chromadb.config import Settings
 
     class MeVeSettings(Settings):  # type: ignore[misc]
@@ -53,7 +51,7 @@ def shared_settings() -> Any:
 
         __hash__ = object.__hash__
 
-    return MeVeSettings()
+    return MeVeSettings
 
 
 def _fields(settings: Any) -> dict[str, Any]:

@@ -155,8 +155,6 @@ class LateInteractionScorer:
         """Dense embeddings of another retriever's ``texts`` for one query: a text whose token
         vectors and dense vector are cached (an earlier query saw it) runs no model; the rest go
         through one pass that keeps both (counted in ``encoded_at_query_time``)."""
-        if not texts:
-            return np.zeros((0, self._st.dimension), dtype=np.float32)
         return self.embed_passages(texts, at_query_time=True)
 
     def embed_passages(self, texts: Sequence[str], *, at_query_time: bool = False) -> np.ndarray:

@@ -108,27 +108,23 @@ class TokenVectorCache:
     def get_many(self, keys: Sequence[str]) -> list[np.ndarray | None]:
         """:meth:`get` for each key, what memory lacks read from disk (and kept in memory)."""
         found = [self.get(k) for k in keys]
-        missing = [k for k, f in zip(keys, found, strict=True) if f is None]
-        if missing and self.disk is not None:
-            read = dict(zip(missing, self.disk.get_many(missing), strict=True))
-            for k, hit in read.items():
-                if hit is not None:
-                    self.put_quantized(k, hit[0], hit[1])
-                    self.put_vector(k, hit[2])
-            found = [f if f is not None else (dequantize(*hit[:2]) if (hit := read.get(k)) is not None else None) for k, f in zip(keys, found, strict=True)]
-        return found
+        read = self._from_disk([k for k, f in zip(keys, found, strict=True) if f is None])
+        return [f if f is not None else (dequantize(*hit[:2]) if (hit := read.get(k)) is not None else None) for k, f in zip(keys, found, strict=True)]
 
     def vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Key -> dense vector for the keys whose vector is kept, in memory or on disk."""
         out = {k: v for k in dict.fromkeys(keys) if (v := self.vector(k)) is not None}
-        missing = [k for k in dict.fromkeys(keys) if k not in out]
-        if missing and self.disk is not None:
-            for k, hit in zip(missing, self.disk.get_many(missing), strict=True):
-                if hit is not None:
-                    self.put_quantized(k, hit[0], hit[1])
-                    self.put_vector(k, hit[2])
-                    out[k] = hit[2]
-        return out
+        read = self._from_disk([k for k in dict.fromkeys(keys) if k not in out])
+        return {**out, **{k: hit[2] for k, hit in read.items()}}
+
+    def _from_disk(self, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The entries of ``keys`` the disk tier holds (int8 rows, scales, dense vector), kept in memory too."""
+        if not keys or self.disk is None:
+            return {}
+        read = {k: hit for k, hit in zip(keys, self.disk.get_many(keys), strict=True) if hit is not None}
+        if read:
+            self.keep(list(read), [hit[:2] for hit in read.values()], np.stack([hit[2] for hit in read.values()]), disk=False)
+        return read
 
     def keep(self, keys: Sequence[str], rows: Sequence[tuple[np.ndarray, np.ndarray]], vecs: np.ndarray | None, *, disk: bool = True) -> None:
         """Keep each key's int8 rows and scales (and dense vector): in memory, and on disk where
