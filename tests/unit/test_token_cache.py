@@ -198,3 +198,44 @@ def test_a_disk_tier_that_cannot_open_is_said_once_and_every_thread_waits_for_th
     assert sum("token-vector cache is off" in r.getMessage() for r in caplog.records) == 1
     fine = TokenVectorCache(disk=lambda: DiskTokens(tmp_path, identity="m-1", dimension=DIM))
     assert fine.disk is not None and fine.disk is fine.disk
+
+
+KILLED = """
+import sys
+sys.path[:0] = [{root!r}, {shared!r}]
+from meve.scoring import token_cache
+from tests.crash import die_halfway
+from meve.scoring.token_cache import DiskTokens
+from tests.unit.test_token_cache import DIM, _entry, _key
+
+store = DiskTokens({folder!r}, identity="m-1", dimension=DIM)
+for i in range(3):
+    store.put_many([(_key(i), *_entry(i, 2 + i))])
+    print(f"ACK {{i}}", flush=True)
+die_halfway(token_cache, {name!r})
+store.put_many([(_key(99), *_entry(99, 4))])
+"""
+
+
+@pytest.mark.parametrize("name", ["data.bin", "index.bin"])
+def test_a_writer_killed_mid_append_costs_only_its_unfinished_entry_and_a_reader_beside_it_reads_on(tmp_path, name):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    reader = DiskTokens(tmp_path, identity="m-1", dimension=DIM)  # open before the writer, in this process
+    code = KILLED.format(root=str(root), shared=str(root / "shared"), folder=str(tmp_path), name=name)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert out.returncode == -9 and out.stdout.split() == ["ACK", "0", "ACK", "1", "ACK", "2"], out.stderr[-2000:]
+    for handle in (reader, DiskTokens(tmp_path, identity="m-1", dimension=DIM)):
+        got = handle.get_many([_key(0), _key(1), _key(2), _key(99)])
+        assert got[3] is None
+        for i in range(3):
+            hit = got[i]
+            assert hit is not None
+            np.testing.assert_array_equal(hit[0], _entry(i, 2 + i)[0])
+    reader.put_many([(_key(7), *_entry(7, 3))])  # the next append starts where the last whole entry ends
+    again = DiskTokens(tmp_path, identity="m-1", dimension=DIM).get_many([_key(7), _key(2)])
+    assert again[0] is not None and again[1] is not None
+    np.testing.assert_array_equal(again[0][0], _entry(7, 3)[0])

@@ -153,10 +153,11 @@ def test_an_unreadable_meta_is_replaced_and_the_vectors_beside_it_dropped(pq, tm
 
 
 KILLED_MID_APPEND = """
-import os, signal, sys
+import sys
 import numpy as np
-sys.path[:0] = [{shared!r}]
+sys.path[:0] = [{root!r}, {shared!r}]
 from meve.scoring import token_store
+from tests.crash import die_halfway
 from meve.scoring.token_store import ProductQuantizer, TokenStore
 
 pq = ProductQuantizer(np.load({centroids!r}))
@@ -165,15 +166,7 @@ rng = np.random.default_rng(7)
 for i in range(3):
     store.put_codes([(f"{{i:040x}}", rng.integers(0, pq.k, size=(4, pq.m), dtype=np.uint8))])
     print(f"ACK {{i}}", flush=True)
-real = token_store.append_synced
-
-def half_then_die(path, data):  # the chosen point: half of this file's append is on disk
-    if path.name == {name!r}:
-        real(path, data[: len(data) // 2 + 1])
-        os.kill(os.getpid(), signal.SIGKILL)
-    real(path, data)
-
-token_store.append_synced = half_then_die
+die_halfway(token_store, {name!r})
 store.put_codes([("f" * 40, rng.integers(0, pq.k, size=(4, pq.m), dtype=np.uint8))])
 """
 
@@ -184,8 +177,8 @@ def test_a_writer_killed_mid_append_loses_only_its_unfinished_entry(pq, tmp_path
     import sys
 
     np.save(tmp_path / "c.npy", pq.centroids)
-    shared = str(Path(__file__).resolve().parents[2] / "shared")
-    code = KILLED_MID_APPEND.format(shared=shared, centroids=str(tmp_path / "c.npy"), folder=str(tmp_path / "tok"), name=name)
+    root = Path(__file__).resolve().parents[2]
+    code = KILLED_MID_APPEND.format(root=str(root), shared=str(root / "shared"), centroids=str(tmp_path / "c.npy"), folder=str(tmp_path / "tok"), name=name)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == -9 and out.stdout.split() == ["ACK", "0", "ACK", "1", "ACK", "2"], out.stderr[-2000:]
     rng = np.random.default_rng(7)
