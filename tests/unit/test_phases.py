@@ -2,8 +2,10 @@ import numpy as np
 import pytest
 
 from meve.core.records import Passage
+from meve.core.text import sentence_spans
+from meve.core.tokens import get_token_counter
 from meve.pipeline.phases import cover_query, drop_redundant, fallback, head_threshold, novelty_select, pack_budget, verify
-from meve.pipeline.prune import GAP_MARK, prune_sentences
+from meve.pipeline.prune import GAP_MARK, cut_to_fit, prune_sentences
 
 
 def p(pid, vec=None, **kw):
@@ -141,6 +143,27 @@ def test_pack_budget_never_exceeds_and_fills_with_smaller_later_passages():
     assert out.dropped[0].id == "b" and "over budget" in out.dropped[0].reason
     assert [c.tokens for c in out.kept] == [40, 20, 10]
     assert pack_budget(cands, [100, 100, 100, 100], t_max=50, separator_tokens=1).kept == ()
+
+
+def test_pack_budget_cuts_the_first_passage_that_does_not_fit_rather_than_pass_it_over():
+    # Issue 77: a 0.99 passage of 1,000 tokens before a 0.87 one of 400 at t_max 512 was dropped
+    # for the worse one, which fitted whole. Offered to ``cut`` with the room left, it keeps its best part.
+    cands = (p("best", relevance=0.99), p("worse", relevance=0.87), p("small", relevance=0.5))
+    offered: list[tuple[str, int, int]] = []
+
+    def cut(passage, tokens, room):
+        offered.append((passage.id, tokens, room))
+        return passage.with_(text="best part", tokens=room - 12)
+
+    out = pack_budget(cands, [1000, 400, 10], t_max=512, separator_tokens=1, cut=cut)
+    assert offered == [("best", 1000, 512)]  # once, with the whole budget as its room
+    assert [c.id for c in out.kept] == ["best", "small"] and out.kept[0].text == "best part"
+    assert out.info["cut"] == {"best": {"tokens_whole": 1000, "tokens_kept": 500}} and out.info["packed_tokens"] == 500 + 11
+    assert [d.id for d in out.dropped] == ["worse"]
+    # One cut at most: a passage whose best part does not fit is skipped, and the next that does not fit whole is offered.
+    offered.clear()
+    out = pack_budget(cands, [300, 400, 10], t_max=512, separator_tokens=1, cut=lambda c, n, room: offered.append((c.id, n, room)) or None)
+    assert [c.id for c in out.kept] == ["best", "small"] and offered == [("worse", 400, 211)]
 
 
 def test_pack_budget_caps_the_number_of_passages():
@@ -292,3 +315,25 @@ def test_a_nan_relevance_is_chosen_last_by_novelty_and_padding():
     assert novelty_select(cands, lam=0.0, theta=0.99).info["order"][-1] == "a"  # 0 x -inf is a NaN: it still ranks lowest
     padded = pad(PhaseOutput(()), cands, {"a": NAN, "b": 0.4, "c": 0.6}, min_keep=2)
     assert [c.id for c in padded.kept] == ["c", "b"]
+
+
+def test_the_cut_counts_each_sentence_a_bounded_number_of_times_and_fits_exactly():
+    # Issue 78: the cut grew its run by recounting the whole run at each step, quadratic in sentences
+    # (2.8 s at t_max 8192). Now each sentence is counted once bare and once with the gap before it, then the run once.
+    text = " ".join(f"Sentence number {i} says little." for i in range(400))
+    spans = sentence_spans(text)
+    calls: list[str] = []
+    counter = get_token_counter()
+
+    def count(t: str) -> int:
+        calls.append(t)
+        return counter.count(t)
+
+    scores = np.zeros(len(spans))
+    scores[200] = 1.0
+    cut = cut_to_fit(Passage(id="long", text=text), spans, scores, 1000, count)
+    assert cut is not None and cut.tokens == counter.count(cut.text) <= 1000
+    assert cut.text.startswith("Sentence number ") and "Sentence number 200 says little." in cut.text
+    a, b = cut.spans[0]
+    assert counter.count(text[a : b + len(" Sentence number 999 says little.")]) > 1000  # one more sentence would not fit
+    assert sum(map(len, calls)) <= 3 * len(text)  # what was tokenised: each character about twice, once more for the run chosen

@@ -86,6 +86,22 @@ def test_when_no_passage_fits_whole_the_most_relevant_is_cut_to_its_best_excerpt
     assert "empty" not in r.phase("budget").info and "empty context" not in caplog.text
 
 
+def test_the_budget_keeps_the_best_part_of_the_most_relevant_passage_rather_than_a_worse_one_that_fits_whole():
+    # Issue 77: the answer node (scored first, 1,000 tokens) was dropped at t_max 512 for another
+    # page's 400-token node that fitted whole; the context then held no answer.
+    filler = "Filler words about nothing much at all in this sentence here. "
+    best = filler * 40 + "The Eiffel Tower was finished in 1889 by Gustave Eiffel's company. " + filler * 40
+    worse = "The Eiffel Tower stands in Paris near the river. " + "Gardening notes on roses, soil and the weather this spring. " * 30
+    m = MeVe.from_texts([best, worse], embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(tau=0.0, cut="none", t_max=512))
+    counts = [m.token_counter.count(t) for t in (best, worse)]
+    assert counts[0] > 900 and 300 < counts[1] < 512  # the best does not fit whole; the worse one would
+    r = m.run("When was the Eiffel Tower finished by Gustave Eiffel's company?")
+    assert r.phase("verify").kept[0] == "doc-0"  # ranked first by the verifier
+    assert [d.id for d in r.documents] == ["doc-0"] and "finished in 1889" in r.context and r.token_count <= 512
+    assert r.phase("budget").info["cut"]["doc-0"]["tokens_whole"] == counts[0]
+    assert any(d.id == "doc-1" and "over budget" in d.reason for d in r.phase("budget").dropped)
+
+
 def test_a_sentence_longer_than_t_max_is_cut_at_words_and_a_context_too_small_for_a_word_is_empty_with_a_reason_each_query(caplog):
     text = " ".join(f"word{i}" for i in range(400)) + " eiffelxtowerz"  # no full stop anywhere
     m = MeVe.from_texts([text], embedder=FakeEmbedder(), scorer=FakeScorer(), config=MeVeConfig(tau=0.0, t_max=30))

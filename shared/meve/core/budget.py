@@ -39,6 +39,11 @@ class Ledger:
         """What taking an item of ``tokens`` tokens would cost now."""
         return tokens + (self.separator if self.items else 0)
 
+    @property
+    def room(self) -> int:
+        """The most tokens an item taken now may have (the separator before it paid)."""
+        return self.left - (self.separator if self.items else 0)
+
     def take(self, tokens: int) -> int | None:
         """Take the item if it fits: its cost, or None (and nothing changes) when it does not."""
         cost = self.cost(tokens)

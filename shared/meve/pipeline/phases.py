@@ -7,7 +7,7 @@ what it dropped, with the reason. Inputs are never mutated, and no phase touches
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,31 +283,57 @@ def _embedding(c: Passage) -> np.ndarray:
     return np.asarray(c.embedding, dtype=np.float64)
 
 
-def pack_budget(candidates: Sequence[Passage], token_counts: Sequence[int], t_max: int, separator_tokens: int, max_passages: int | None = None) -> PhaseOutput:
-    """Phase 5: greedy packing in priority order; a passage that does not fit is skipped
-    (and recorded) while smaller later ones may still fit. Never exceeds t_max, nor
-    ``max_passages`` passages when given."""
+def pack_budget(
+    candidates: Sequence[Passage],
+    token_counts: Sequence[int],
+    t_max: int,
+    separator_tokens: int,
+    max_passages: int | None = None,
+    cut: Callable[[Passage, int, int], Passage | None] | None = None,
+) -> PhaseOutput:
+    """Phase 5: packing in priority order, never over t_max (nor ``max_passages`` passages).
+
+    A passage that fits is taken whole. The first that does not is offered to ``cut`` (passage,
+    its tokens, the room left -> the passage cut to its best part within the room, or None), so a
+    passage is never passed over for a lower-ranked one that fits whole while its best part would
+    have fitted (issue 77: a 0.99 node of 1,000 tokens lost to a 0.87 node of 400 at t_max 512).
+    One cut at most: after it the room left is less than the cut passage's next sentence. A
+    passage neither taken nor cut is skipped (recorded), and smaller later ones may still fit.
+    ``info["cut"]`` maps the cut passage to its tokens whole and kept."""
     ledger = Ledger(t_max, separator_tokens)
     kept: list[Passage] = []
     dropped: list[Dropped] = []
+    cuts: dict[str, dict[str, int]] = {}
     for cand, tokens in zip(candidates, token_counts, strict=True):
         if max_passages is not None and len(kept) >= max_passages:
             dropped.append(Dropped(cand.id, f"max_passages {max_passages} reached", float(tokens)))
             continue
         if ledger.take(tokens) is not None:
             kept.append(cand.with_(tokens=tokens))
-        else:
-            dropped.append(Dropped(cand.id, f"over budget: needs {ledger.cost(tokens)} tokens, {ledger.left} left", float(tokens)))
-    return PhaseOutput(tuple(kept), tuple(dropped), {"packed_tokens": ledger.used})
+            continue
+        part = cut(cand, tokens, ledger.room) if cut is not None and not cuts and ledger.room > 0 else None
+        if part is not None and part.tokens is not None and ledger.take(part.tokens) is not None:
+            kept.append(part)
+            cuts[cand.id] = {"tokens_whole": tokens, "tokens_kept": part.tokens}
+            continue
+        dropped.append(Dropped(cand.id, f"over budget: needs {ledger.cost(tokens)} tokens, {ledger.left} left", float(tokens)))
+    return PhaseOutput(tuple(kept), tuple(dropped), {"packed_tokens": ledger.used, "cut": cuts})
 
 
 def pack_context(
-    passages: Sequence[Passage], counts: Sequence[int], counter: TokenCounter, t_max: int, separator: str, max_passages: int | None = None
+    passages: Sequence[Passage],
+    counts: Sequence[int],
+    counter: TokenCounter,
+    t_max: int,
+    separator: str,
+    max_passages: int | None = None,
+    cut: Callable[[Passage, int, int], Passage | None] | None = None,
 ) -> tuple[PhaseOutput, str, int]:
-    """The one budget packer for passage contexts: greedy packing (:func:`pack_budget`), then the
-    joined text is counted, because a join can tokenise longer than its parts, and trailing
-    passages are dropped until the rendered context fits. Returns (what was kept, context, its tokens)."""
-    out = pack_budget(passages, counts, t_max, counter.count(separator), max_passages)
+    """The one budget packer for passage contexts: packing (:func:`pack_budget`, with its one
+    ``cut``), then the joined text is counted, because a join can tokenise longer than its parts,
+    and trailing passages are dropped until the rendered context fits. Returns (what was kept,
+    context, its tokens)."""
+    out = pack_budget(passages, counts, t_max, counter.count(separator), max_passages, cut)
     kept, over, context, total = shrink_to_fit(list(out.kept), lambda ps: separator.join(p.text for p in ps), counter, t_max)
     dropped = list(out.dropped) + [Dropped(p.id, f"joined context was {n} tokens > t_max {t_max}", float(p.tokens or 0)) for p, n in over]
     return PhaseOutput(tuple(kept), tuple(dropped), out.info), context, total

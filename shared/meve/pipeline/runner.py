@@ -213,34 +213,36 @@ def prune_step(q: Query, passages: tuple[Passage, ...]) -> Step:
 
 
 def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace, *, read_order: bool = False) -> Step:
-    """Phase 5: greedy packing into t_max tokens of the joined context. When no passage fits
-    whole (a LlamaIndex default node is 1,024 tokens, t_max 512), the first, the most relevant, is
-    cut to its best excerpt within t_max (:func:`cut_one`) rather than leave the context empty;
-    with ``read_order`` (the budget run alone, as LlamaIndex's ``TokenBudget``: nothing verified,
-    no model to load) to its opening sentences instead."""
+    """Phase 5: packing into t_max tokens of the joined context, in priority order
+    (:func:`~meve.pipeline.phases.pack_context`). The first passage that does not fit whole, the
+    most relevant one left (a LlamaIndex default node is 1,024 tokens, t_max 512), is cut to its
+    best excerpt within the room left (:func:`cut_one`) rather than passed over for a lower-ranked
+    one that fits; with ``read_order`` (the budget run alone, as LlamaIndex's ``TokenBudget``:
+    nothing verified, no model to load) to its opening sentences instead."""
     cfg = q.cfg
+
+    def cut(passage: Passage, _tokens: int, room: int) -> Passage | None:
+        return cut_one(q, passage, limit=room, read_order=read_order)
+
     counts = [trace.tokens([p]) for p in passages]
-    out, _, total = pack_context(passages, counts, q.counter, cfg.t_max, cfg.separator, cfg.max_passages)
+    out, _, total = pack_context(passages, counts, q.counter, cfg.t_max, cfg.separator, cfg.max_passages, cut)
     info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": q.counter.name, "context_tokens": total}
-    if not out.kept and passages:
-        cut = cut_one(q, passages[0], counts[0], read_order=read_order)
-        if cut is not None:
-            out, _, total = pack_context((cut,), [int(cut.tokens or 0)], q.counter, cfg.t_max, cfg.separator, cfg.max_passages)
-            dropped = tuple(Dropped(p.id, f"over budget: needs {n} tokens, t_max {cfg.t_max}", float(n)) for p, n in zip(passages[1:], counts[1:], strict=True))
-            out = PhaseOutput(out.kept, dropped, out.info)
-            info.update(context_tokens=total, cut={cut.id: {"tokens_whole": counts[0], "tokens_kept": total, "spans": [list(s) for s in cut.spans or ()]}})
+    cuts = {p.id: {**out.info["cut"][p.id], "spans": [list(s) for s in p.spans or ()]} for p in out.kept if p.id in out.info["cut"]}
+    if cuts:
+        info["cut"] = cuts
     if not out.kept:
         info["empty"] = _empty_reason(q, passages, counts)
         log.warning("meve: empty context for %s: %s", query_label(q.text), info["empty"])
     return Step(out, info=info)
 
 
-def cut_one(q: Query, passage: Passage, tokens: int, *, read_order: bool = False) -> Passage | None:
-    """``passage`` (``tokens`` long, over t_max) cut to the run of sentences around the one the
-    scorer rates highest that fits t_max (:func:`~meve.pipeline.prune.cut_to_fit`), or, with
-    ``read_order``, around its first (no model reads the query); a sentence longer than t_max is
-    split at whitespace first, or into pieces of characters where it has none (Chinese, base64)."""
-    limit = q.cfg.t_max
+def cut_one(q: Query, passage: Passage, *, limit: int | None = None, read_order: bool = False) -> Passage | None:
+    """``passage`` (over ``limit`` tokens, t_max by default) cut to the run of sentences
+    around the one the scorer rates highest that fits ``limit`` (:func:`~meve.pipeline.prune.cut_to_fit`),
+    or, with ``read_order``, around its first (no model reads the query); a sentence longer than
+    the limit is split at whitespace first, or into pieces of characters where it has none
+    (Chinese, base64)."""
+    limit = q.cfg.t_max if limit is None else limit
     spans = sentence_spans(passage.text) or [(0, len(passage.text))]
     spans = word_windows(passage.text, spans, count_many(q.counter, [passage.text[a:b] for a, b in spans]), limit)
     if read_order:
