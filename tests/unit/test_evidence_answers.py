@@ -1,6 +1,11 @@
 """The benchmarks' answer test: whole normalised words, not substrings."""
 
+import pytest
+
 from benchmarks.harness.metrics import answer_in
+from meve.core.errors import InputError
+from meve.evaluate.metrics import answer_score, check_match
+from meve.evaluate.report import Report
 
 
 def test_a_short_answer_is_not_found_inside_a_longer_word() -> None:
@@ -62,3 +67,24 @@ def test_an_answer_with_no_word_left_matches_nothing_and_a_plus_or_hash_stays_in
     assert not answer_in(["C++"], "Pick Option C.") and answer_in(["C++"], "Rust and C++ both compile ahead of time.")
     assert answer_in(["C#"], "written in C#.") and not answer_in(["C#"], "written in C.")
     assert answer_in(["NADP+"], "It reduces NADP+ to NADPH.") and answer_in(["6.7+"], "a magnitude of 6.7+ was felt")
+
+
+def test_several_answer_strings_are_alternatives_unless_all_are_asked_for():
+    context = "Karl Drais built the running machine in Mannheim."
+    assert answer_score(["Karl Drais", "Paris"], context) == 1.0  # "any": one of them is enough
+    assert answer_score(["Karl Drais", "Paris"], context, "all") == 0.5  # "all": the share that occur
+    assert answer_score(["Karl Drais", "Mannheim"], context, "all") == 1.0
+    with pytest.raises(InputError, match=r"answers='every': expected 'any' .* or 'all'"):
+        check_match("every")
+
+
+def test_the_report_leads_with_one_sentence_that_says_better_no_better_or_worse():
+    def report(lo: float, hi: float) -> Report:
+        arm = {"evidence": 0.8, "tokens": 300.0, "frontier_at_tokens": 0.7, "margin": (lo + hi) / 2, "margin_ci95": [lo, hi]}
+        return Report(40, 100, {}, {"this config": arm})
+
+    assert report(0.02, 0.18).verdict().startswith("MeVe (this config) is better than top-k at equal tokens on these 40 questions")
+    assert "wholly above zero" in report(0.02, 0.18).verdict()
+    assert report(-0.05, 0.25).verdict().startswith("MeVe (this config) is no better or worse than top-k") and "spans zero" in report(-0.05, 0.25).verdict()
+    assert report(-0.3, -0.01).verdict().startswith("MeVe (this config) is worse than top-k") and "wholly below zero" in report(-0.3, -0.01).verdict()
+    assert report(0.02, 0.18).to_dict()["verdict"] == report(0.02, 0.18).verdict()

@@ -47,8 +47,48 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_corpus(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", required=True, type=checks.path_text, help="an existing Chroma directory (never created; `meve index` makes one)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--db",
+        type=checks.path_text,
+        help="an existing Chroma directory (never created): meve's (`meve index`), or one langchain-chroma or "
+        "llama-index-vector-stores-chroma wrote (its chunks are evaluated as they are)",
+    )
+    where.add_argument("--llamaindex", type=checks.path_text, help="a LlamaIndex persist dir (storage_context.persist): its nodes, as they are")
     p.add_argument("--collection", default=DEFAULT_COLLECTION, type=checks.collection_name)
+    p.add_argument(
+        "--answers",
+        choices=("any", "all"),
+        default="any",
+        help="how a question's several answer strings count: any (alternatives, the default) or all (each must occur)",
+    )
+
+
+@contextlib.contextmanager
+def _corpus(args: argparse.Namespace) -> Iterator[tuple[Any, str | None]]:
+    """What to evaluate over, and a note saying what it is: a MeVe over meve's own collection, or
+    the chunks of the app's index (a LlamaIndex persist dir, a Chroma collection another library
+    wrote) as ``{id: text}``, checked against the questions' evidence ids before any model loads."""
+    from meve.evaluate.questions import check_evidence_ids
+    from meve.evaluate.sources import FOREIGN_NOTE, chroma_passages, llamaindex_passages, made_by_meve
+    from meve.retrieval.chroma import chroma_call, chroma_client, read_only_copy
+
+    if args.llamaindex is not None:
+        passages, note = llamaindex_passages(args.llamaindex), FOREIGN_NOTE.format(source=f"LlamaIndex persist dir {args.llamaindex}")
+    else:
+        with read_only_copy(args.db) as db:
+            client = chroma_client(db, create=False)
+            names = [c.name for c in chroma_call("list collections", client.list_collections)]
+            collection = chroma_call("open the collection", client.get_collection, args.collection) if args.collection in names else None
+            if collection is None or made_by_meve(collection):
+                _check_before_models(args, db)
+                yield _open_meve(args, db), None
+                return
+            passages, note = chroma_passages(collection), FOREIGN_NOTE.format(source=f"Chroma collection {args.collection!r} in {args.db}")
+    if args.questions:
+        with _naming(args.questions):
+            check_evidence_ids(args.questions, set(passages))
+    yield passages, note
 
 
 @contextlib.contextmanager
@@ -114,18 +154,18 @@ def _summary(console: Any, report: Any) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """`meve evaluate`: MeVe (its defaults, or ``--config``) against the top-k frontier on the questions."""
     from meve.evaluate.evaluation import evaluate
-    from meve.retrieval.chroma import read_only_copy
 
     console = _console()
     _few(console, len(args.questions))
-    with read_only_copy(args.db) as db:
-        _check_before_models(args, db)
-        meve = _open_meve(args, db)
-        if args.config is not None:
-            meve.config = args.config
-        with _naming(args.questions):
-            report = evaluate(meve, args.questions, show_progress=sys.stderr.isatty())
-    console.print(f"{report.questions} questions over {report.passages} passages")
+    with _corpus(args) as (corpus, note), _naming(args.questions):
+        settings = None if args.config is None else {"this config": args.config}
+        if args.config is not None and not isinstance(corpus, dict):
+            corpus.config, settings = args.config, None
+        report = evaluate(corpus, args.questions, settings=settings, show_progress=sys.stderr.isatty(), answers=args.answers)
+    if note is not None:
+        report.notes.insert(0, note)
+    console.print(report.verdict(), soft_wrap=True)
+    console.print(f"{report.questions} questions over {report.passages} passages" + (f" ({note})" if note else ""), soft_wrap=True)
     _summary(console, report)
     if args.out:
         _written(console, report.save(args.out))
@@ -138,18 +178,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """`meve tune`: choose on a dev split, report on the test split, write the config and its report."""
     from meve.core.errors import InputError
     from meve.evaluate.tune import tune
-    from meve.retrieval.chroma import read_only_copy
 
     if (args.questions is None) == (not args.no_labels):
         raise InputError("give --questions FILE.jsonl, or --no-labels to choose tau and the cut with no questions (not both)")
     console = _console()
-    with read_only_copy(args.db) as db:
-        _check_before_models(args, db)
-        meve = _open_meve(args, db)
+    with _corpus(args) as (corpus, note):
         if args.no_labels:
-            return _no_labels(args, meve, console)
+            if isinstance(corpus, dict):
+                raise InputError("--no-labels calibrates meve's own index (`meve index`); over another library's index, give --questions")
+            return _no_labels(args, corpus, console)
         with _naming(args.questions):
-            result = tune(meve, args.questions, show_progress=sys.stderr.isatty())
+            result = tune(corpus, args.questions, show_progress=sys.stderr.isatty(), answers=args.answers)
+    if note is not None:
+        result.report.notes.insert(0, note)
+    console.print(result.report.verdict(), soft_wrap=True)
     if result.reason is not None:
         console.print(f"kept the default: {result.reason}", soft_wrap=True)
     else:

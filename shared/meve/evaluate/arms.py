@@ -17,7 +17,7 @@ import numpy as np
 
 from meve.core.records import ContextResult
 from meve.core.tokens import TokenCounter
-from meve.evaluate.metrics import answer_in, evidence_recall, passage_recall, summarise
+from meve.evaluate.metrics import answer_score, evidence_recall, passage_recall, summarise
 from meve.retrieval.fusion import rrf
 from meve.retrieval.store import plain_query
 
@@ -128,7 +128,8 @@ def score(
     tick: Callable[[], Any] | None = None,
 ) -> dict[str, float]:
     """The system's means over ``questions``: evidence kept (by text; a question with answer
-    strings and no evidence text counts 1 when an answer occurs in the context), the share of
+    strings and no evidence text counts its answers held, as its ``match`` says: "any", the default,
+    1 when one occurs; "all", the share that occur), the share of
     questions with all their evidence, answer-in-context (questions with answer strings),
     passage-id recall (labelled), tokens and milliseconds. ``scores`` collects each question's
     (evidence, tokens), for intervals; ``tick`` is called after each question (a progress bar)."""
@@ -137,12 +138,13 @@ def score(
         t0 = time.perf_counter()
         ids, context, result = system(q.text)
         ms = (time.perf_counter() - t0) * 1000.0
-        ev = evidence_recall(q.evidence, context) if q.evidence or not q.answers else float(answer_in(q.answers, context))
+        held = answer_score(q.answers, context, getattr(q, "match", "any"))  # a benchmark's question has no ``match``: alternatives
+        ev = evidence_recall(q.evidence, context) if q.evidence or not q.answers else held
         row = {"evidence": ev, "all_evidence": float(ev == 1.0), "tokens": counter.count(context), "ms": ms}
         if q.gold:  # passage-id recall is unknown, not zero, for a question labelled with no evidence ids
             row["passages"] = passage_recall(q.gold, ids)
         if q.answers:
-            row["answer"] = float(answer_in(q.answers, context))
+            row["answer"] = held
         rows.append(row)
         if keep is not None and result is not None:
             keep.append(result)

@@ -16,13 +16,14 @@ from meve.core.config import MeVeConfig
 from meve.core.errors import InputError
 from meve.evaluate import frontier
 from meve.evaluate.arms import BASELINES, KS, Rankings, Scorable
+from meve.evaluate.metrics import ANSWER_MATCHES, check_match
 from meve.evaluate.questions import Question, as_questions, check_evidence_ids, targets
 from meve.evaluate.report import Points, Report, arm_summary, measure_arm, measure_curves, reference_tokens
 
 if TYPE_CHECKING:
     from meve.pipeline.meve import MeVe
 
-__all__ = ["Corpus", "evaluate", "opened", "progress", "run_arms"]
+__all__ = ["Corpus", "answer_note", "evaluate", "opened", "progress", "run_arms"]
 
 #: a MeVe (flat store), passages as texts, or passages as {id: text}
 Corpus = Any
@@ -119,6 +120,7 @@ def evaluate(
     reps: int = 2000,
     seed: int = 0,
     show_progress: bool = False,
+    answers: str = "any",
 ) -> Report:
     """Measure MeVe against the top-k frontier on ``questions`` over ``corpus``.
 
@@ -127,12 +129,17 @@ def evaluate(
     (:mod:`meve.evaluate.questions`), or its lines as dicts, or :class:`Question` records; every
     check runs before any model loads (evidence ids against the corpus's ids). ``settings``:
     label -> MeVeConfig fields (or a MeVeConfig) to run instead of the MeVe's own config. Each top-k
-    curve is k in ``ks``; intervals are paired bootstraps of ``reps`` draws."""
+    curve is k in ``ks``; intervals are paired bootstraps of ``reps`` draws. ``answers``: how a
+    question's several answer strings count, "any" (alternatives) or "all" (each must occur;
+    :data:`meve.evaluate.metrics.ANSWER_MATCHES`); the report says which."""
     qs = as_questions(questions)
+    check_match(answers)
+    if isinstance(corpus, Mapping):  # passages given as text: refuse a wrong id before they are embedded
+        check_evidence_ids(qs, [str(k) for k in corpus])
     with opened(corpus) as meve:
         rankings = Rankings(meve)
         check_evidence_ids(qs, rankings.text)
-        items = targets(qs, rankings.text)
+        items = targets(qs, rankings.text, answers)
         chosen = {label: _overrides(s) for label, s in settings.items()} if settings else {"this config": {}}
         first = _timed(meve, items[0].text, next(iter(chosen.values())))  # before anything else ran: what a first call costs
         total = len(items) * (len(BASELINES) * len(ks) + len(chosen))
@@ -141,7 +148,7 @@ def evaluate(
         for label, setting in chosen.items():
             warm = [_timed(meve, q.text, setting) for q in items[:LATENCY_CALLS]]
             arms[label]["latency"] = {"first_call_ms": round(first, 1), "warm_ms_p50": round(float(np.percentile(warm, 50)), 1), "warm_calls": len(warm)}
-        notes = [f"intervals: paired bootstrap over the {len(items)} questions, {reps} draws, 95%", LATENCY_NOTE]
+        notes = [f"intervals: paired bootstrap over the {len(items)} questions, {reps} draws, 95%", LATENCY_NOTE, *answer_note(qs, answers)]
         return Report(len(items), len(rankings.text), curves, arms, notes)
 
 
@@ -153,6 +160,14 @@ LATENCY_NOTE = (
     "(it loads any model not yet loaded), `latency.warm_ms_p50` the median of whole MeVe.run calls on the first "
     f"{LATENCY_CALLS} questions afterwards, query embedding included"
 )
+
+
+def answer_note(questions: Sequence[Question], match: str) -> list[str]:
+    """How the answer strings were counted, when any question has some."""
+    if not any(q.answers for q in questions):
+        return []
+    other = "all" if match == "any" else "any"
+    return [f"answers: {ANSWER_MATCHES[match]} (answers={match!r}; the other way: answers={other!r}, `meve evaluate --answers {other}`)"]
 
 
 def _timed(meve: MeVe, query: str, setting: Mapping[str, Any]) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-__all__ = ["answer_in", "evidence_recall", "normalise", "passage_recall", "summarise"]
+__all__ = ["ANSWER_MATCHES", "answer_in", "answer_score", "check_match", "evidence_recall", "normalise", "passage_recall", "summarise"]
 
 _SPACE = re.compile(r"\s+")
 
@@ -53,6 +53,30 @@ def answer_in(answers: Sequence[str], context: str) -> bool:
     ctx = _words(context)
     # An answer with no word left ("A", "The", ".") is in every context, an empty one too: it never counts.
     return any(w.strip() and w in ctx for w in map(_words, answers))
+
+
+#: How a question's several answer strings count: "any" (alternatives: one occurring is enough, the
+#: default, as SQuAD's several annotators' answers) or "all" (each must occur: the share that do).
+ANSWER_MATCHES = {
+    "any": "a question's answer strings are alternatives: it counts 1 when any one of them occurs in the context as whole words",
+    "all": "a question's answer strings must all occur: it counts the share of them that occur in the context as whole words",
+}
+
+
+def check_match(match: str) -> str:
+    """``match`` if it is one of :data:`ANSWER_MATCHES`, else a refusal naming it."""
+    if match not in ANSWER_MATCHES:
+        from meve.core.errors import InputError
+
+        raise InputError(f"answers={match!r}: expected 'any' (the strings are alternatives) or 'all' (each must occur)")
+    return match
+
+
+def answer_score(answers: Sequence[str], context: str, match: str = "any") -> float:
+    """``answers`` held by ``context`` (:func:`answer_in`), counted as ``match`` says (:data:`ANSWER_MATCHES`)."""
+    if match == "all":
+        return sum(answer_in([a], context) for a in answers) / len(answers) if answers else 0.0
+    return float(answer_in(answers, context))
 
 
 def passage_recall(gold: Collection[str], kept_ids: Collection[str]) -> float:

@@ -84,6 +84,7 @@ class Target:
     answers: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
     gold: frozenset[str] = frozenset()
+    match: str = "any"  # how several answer strings count (meve.evaluate.metrics.ANSWER_MATCHES)
 
 
 def _digest(text: str) -> str:
@@ -214,9 +215,9 @@ def check_evidence_ids(questions: Sequence[Question], known: Collection[str]) ->
     passage_ids(questions, known)
 
 
-def targets(questions: Sequence[Question], passage_text: Mapping[str, str]) -> list[Target]:
+def targets(questions: Sequence[Question], passage_text: Mapping[str, str], match: str = "any") -> list[Target]:
     """Each question's evidence as text: its evidence sentences, then each evidence passage's
-    (:func:`passage_evidence`)."""
+    (:func:`passage_evidence`); ``match``: how its answer strings count ("any" or "all")."""
     ids = passage_ids(questions, passage_text)
     return [
         Target(
@@ -225,6 +226,7 @@ def targets(questions: Sequence[Question], passage_text: Mapping[str, str]) -> l
             q.answers,
             (*q.evidence_sentences, *(e for p in q.evidence_ids for e in passage_evidence(passage_text[ids[p]], q.answers))),
             frozenset(ids[p] for p in q.evidence_ids),
+            match,
         )
         for q in questions
     ]

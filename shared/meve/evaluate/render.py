@@ -57,7 +57,7 @@ def tables(data: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]
 
 def markdown(data: Mapping[str, Any]) -> str:
     """The report's tables and notes as Markdown."""
-    out = ["# meve evaluation", "", f"Metric: {data['metric']}.", ""]
+    out = ["# meve evaluation", "", *([data["verdict"], ""] if data.get("verdict") else []), f"Metric: {data['metric']}.", ""]
     for title, head, rows in tables(data):
         out += [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -74,6 +74,7 @@ def html(data: Mapping[str, Any], png: bytes | None) -> str:
         "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #bbb;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}</style></head><body>",
         "<h1>meve evaluation</h1>",
+        *([f"<p><strong>{esc(data['verdict'])}</strong></p>"] if data.get("verdict") else []),
         f"<p>Metric: {esc(data['metric'])}.</p>",
     ]
     for title, head, rows in tables(data):

@@ -96,9 +96,29 @@ class Report:
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def verdict(self, arm: str | None = None) -> str:
+        """One sentence on what the figures mean for ``arm`` (default the first): better, no better,
+        or worse than top-k at equal tokens, and how sure (its margin's 95% interval)."""
+        label = arm if arm is not None else next(iter(self.arms))
+        row = self.arms[label]
+        m = float(row["margin"])
+        lo, hi = row.get("margin_ci95") or (m, m)
+        if lo > 0:
+            word, sure = "better than", "the 95% interval lies wholly above zero"
+        elif hi < 0:
+            word, sure = "worse than", "the 95% interval lies wholly below zero"
+        else:
+            word, sure = "no better or worse than", "the 95% interval spans zero: these questions cannot tell the two apart"
+        return (
+            f"MeVe ({label}) is {word} top-k at equal tokens on these {self.questions} questions: it keeps {row['evidence']:.3f} of the "
+            f"evidence in {row['tokens']:.0f} tokens where the best top-k curve keeps {row['frontier_at_tokens']:.3f}, a margin of "
+            f"{m:+.3f} (95% interval {lo:+.3f} to {hi:+.3f}); {sure}."
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """The report as plain JSON-ready data."""
+        """The report as plain JSON-ready data, led by :meth:`verdict`."""
         return {
+            "verdict": self.verdict() if self.arms else None,
             "metric": METRIC,
             "questions": self.questions,
             "passages": self.passages,

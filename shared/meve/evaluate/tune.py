@@ -32,7 +32,8 @@ from typing import Any
 from meve.core.config import MeVeConfig
 from meve.evaluate import frontier
 from meve.evaluate.arms import BASELINES, KS, Rankings, Scorable
-from meve.evaluate.evaluation import Corpus, opened, progress, run_arms
+from meve.evaluate.evaluation import Corpus, answer_note, opened, progress, run_arms
+from meve.evaluate.metrics import check_match
 from meve.evaluate.questions import Question, as_questions, check_evidence_ids, split_questions, targets
 from meve.evaluate.report import Points, Report, measure_arm, measure_curves, reference_tokens
 
@@ -162,12 +163,16 @@ def tune(
     reps: int = 2000,
     seed: int = 0,
     show_progress: bool = False,
+    answers: str = "any",
 ) -> TuneResult:
     """Choose a setting among ``grid`` on the dev split of ``questions`` and report it on the test
     split (module docstring). ``corpus`` and ``questions`` as :func:`meve.evaluate.evaluate`;
     ``incumbent``: the setting kept unless the dev best is clearly better (MeVeConfig fields;
-    default: the shipped default's knobs), reported as "default"."""
+    default: the shipped default's knobs), reported as "default"; ``answers`` as :func:`meve.evaluate.evaluate`."""
     qs = as_questions(questions)
+    check_match(answers)
+    if isinstance(corpus, Mapping):  # passages given as text: refuse a wrong id before they are embedded
+        check_evidence_ids(qs, [str(k) for k in corpus])
     dev_qs, test_qs = split_questions(qs)
     reason = _too_few(len(qs), len(dev_qs), len(test_qs))
     with opened(corpus) as meve:
@@ -176,12 +181,13 @@ def tune(
         default = dict(incumbent) if incumbent is not None else shipped_default()
         split = {"split": {"dev": len(dev_qs), "test": len(test_qs), "rule": "sha256 of the id (the text when none) even: dev"}}
         if reason is not None:
-            items = targets(qs, rankings.text)
+            items = targets(qs, rankings.text, answers)
             with progress(len(items) * (len(BASELINES) * len(KS) + 1), show_progress, "meve: evaluating the default") as tick:
                 curves, arms = run_arms(rankings, items, {"default": default}, reps=reps, seed=seed, tick=tick)
-            report = Report(len(items), len(rankings.text), curves, arms, [reason], {**split, "grid_size": len(grid), "chosen": default, "kept_default": True})
+            notes = [reason, *answer_note(qs, answers)]
+            report = Report(len(items), len(rankings.text), curves, arms, notes, {**split, "grid_size": len(grid), "chosen": default, "kept_default": True})
             return TuneResult(meve.config.replace(**default), None, report, reason=reason)
-        dev, test = targets(dev_qs, rankings.text), targets(test_qs, rankings.text)
+        dev, test = targets(dev_qs, rankings.text, answers), targets(test_qs, rankings.text, answers)
         extra_dev = 0 if _position(grid, default) is not None else 1  # the default is measured apart when the grid lacks it
         runs = len(dev) * (len(BASELINES) * len(KS) + len(grid) + extra_dev) + len(test) * (len(BASELINES) * len(KS) + 2)
         with progress(runs, show_progress, "meve: tuning") as tick:
@@ -190,7 +196,9 @@ def tune(
             arms_to_run = {"default": default} if choice.kept_incumbent else {"tuned": best, "default": default}
             tick.expect(runs - len(test) * (2 - len(arms_to_run)))  # the total counted two test arms
             curves, arms = run_arms(rankings, test, arms_to_run, reps=reps, seed=seed, tick=tick)
-    return _result(meve.config, choice, grid, default, curves, arms, split=split, sizes=(len(dev), len(test), len(rankings.text)), reps=reps)
+    result = _result(meve.config, choice, grid, default, curves, arms, split=split, sizes=(len(dev), len(test), len(rankings.text)), reps=reps)
+    result.report.notes.extend(answer_note(qs, answers))
+    return result
 
 
 def _result(
