@@ -29,6 +29,7 @@ SECTIONS = (
     "context_long",
     "long_orderings",
     "long_default",
+    "long_budget",
     "long_order",
     "long_depth",
     "long_rerank",
@@ -68,11 +69,13 @@ SECTIONS = (
 # 1,024-token nodes against the frameworks' cross-encoder rerankers, same process (issue 63 #4); the late-interaction
 # signal for chat memory on dev splits (issue 64 #3); the BM25 weight's trade, and two per-query choices of which
 # signal to trust, across the memory sets (dev); each passage read once, at ingestion, in the framework paths,
-# timed in new processes (issue 75).
+# timed in new processes (issue 75); the budget rule that keeps the best, chosen leave-one-dataset-out over each set's
+# own passages and the two long-chunk variants (issue 77).
 OPT_IN = (
     "context_long",
     "long_orderings",
     "long_default",
+    "long_budget",
     "long_order",
     "long_depth",
     "long_rerank",
@@ -154,6 +157,11 @@ def main() -> None:
         from benchmarks import long_default
 
         save("long_default", long_default.run(data, test_limit=300 if full else 40))
+    if "long_budget" in only:
+        from benchmarks import long_budget
+
+        variants = args.long_variants.split(",") if args.long_variants else long_budget.VARIANTS
+        save("long_budget", long_budget.run(data, dev_limit=100 if full else 20, test_limit=200 if full else 20, variants=variants))
     if "long_rerank" in only:
         from benchmarks import long_rerank
 
