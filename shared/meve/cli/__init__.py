@@ -9,6 +9,7 @@ from typing import Any
 
 from meve.cli import checks, evaluate
 from meve.cli.commands import DEFAULT_COLLECTION, cmd_calibrate, cmd_demo, cmd_index, cmd_memory, cmd_query
+from meve.cli.index_files import DEFAULT_INCLUDE
 from meve.core.errors import MeVeError
 
 __all__ = ["build_parser", "main"]
@@ -47,18 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_retrieval_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """`meve index`, `meve query` and `meve calibrate`."""
-    p = sub.add_parser("index", parents=[common], help="chunk and index txt/md/json/jsonl files into a persistent Chroma directory")
-    p.add_argument("files", nargs="+")
-    p.add_argument("--db", required=True, type=checks.path_text, help="Chroma directory (created if missing)")
-    p.add_argument("--collection", default=DEFAULT_COLLECTION, type=checks.collection_name)
-    p.add_argument("--chunk-tokens", type=checks.integer(8, 100_000, "tokens per chunk"), default=120, help="sentence groups of at most this many tokens")
-    p.add_argument("--replace", action="store_true", help="index changed files again: new chunks are added, then old ones deleted")
-    p.add_argument(
-        "--precision",
-        choices=("float32", "int8"),
-        help="MiniLM's precision (int8: faster on the CPU, slightly different vectors); default: the collection's, else float32",
-    )
-    p.set_defaults(func=cmd_index)
+    _add_index_command(sub, common)
 
     p = sub.add_parser("query", parents=[common], help="run MeVe on an index and show each phase")
     p.add_argument("query", type=checks.nonblank("question"))
@@ -84,6 +74,50 @@ def _add_retrieval_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=checks.integer(0, None, "seed of the sample"), default=0)
     p.add_argument("--out", type=checks.path_text, help="save the result as JSON here")
     p.set_defaults(func=cmd_calibrate)
+
+
+def _add_index_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    """`meve index`."""
+    p = sub.add_parser(
+        "index",
+        parents=[common],
+        help="chunk and index txt/md/json/jsonl files, and folders of them, into a persistent Chroma directory",
+        description="Chunk and index text files into a persistent Chroma directory. A folder is walked recursively "
+        "(hidden files and folders, and the --db directory, are left out). A file that cannot be read (not UTF-8, "
+        "binary, unreadable, an unsupported type, invalid JSON) or holds no text is skipped, and the files skipped "
+        "are listed, each with why, after the summary line. Progress, with an ETA, goes to stderr.",
+        epilog="exit status: 0 when every file named on the command line was indexed (files skipped inside a folder "
+        "are listed but do not fail the run); 1 when the others were indexed but a file named on the command line "
+        "could not be; 2 when nothing could be indexed or the command was refused (then nothing was written).",
+    )
+    p.add_argument("files", nargs="+", metavar="path", help="files, and folders to walk recursively")
+    p.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        type=checks.nonblank("glob pattern"),
+        help="in folders, read the files matching this pattern (repeatable; replaces the default: "
+        + ", ".join(DEFAULT_INCLUDE)
+        + "); a pattern without '/' matches the file name, one with '/' the path inside the folder given; case-insensitive. "
+        "Files named on the command line are always read",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        metavar="GLOB",
+        type=checks.nonblank("glob pattern"),
+        help="in folders, leave out the files and folders matching this pattern (repeatable; matched as --include), e.g. --exclude drafts --exclude '*.tmp.md'",
+    )
+    p.add_argument("--db", required=True, type=checks.path_text, help="Chroma directory (created if missing)")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION, type=checks.collection_name)
+    p.add_argument("--chunk-tokens", type=checks.integer(8, 100_000, "tokens per chunk"), default=120, help="sentence groups of at most this many tokens")
+    p.add_argument("--replace", action="store_true", help="index changed files again: new chunks are added, then old ones deleted")
+    p.add_argument(
+        "--precision",
+        choices=("float32", "int8"),
+        help="MiniLM's precision (int8: faster on the CPU, slightly different vectors); default: the collection's, else float32",
+    )
+    p.set_defaults(func=cmd_index)
 
 
 def _add_memory_commands(sub: Any, common: argparse.ArgumentParser) -> None:

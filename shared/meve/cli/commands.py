@@ -6,10 +6,9 @@ import argparse
 import json
 import sys
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from meve.cli.index_plan import Plan, chunks_of, plan
+from meve.cli.index_plan import Plan, plan
 from meve.core.errors import MeVeError
 
 DEFAULT_COLLECTION = "meve"
@@ -21,63 +20,71 @@ def _console() -> Any:
     return Console(width=140)
 
 
-def _read_records(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
-    """(id prefix, text, metadata) records from txt/md/json/jsonl files; the metadata's ``source``
-    is the resolved path, which ``--replace`` deletes by."""
-    out: list[tuple[str, str, dict[str, Any]]] = []
-    suffix = path.suffix.lower()
-    if suffix not in (".txt", ".md", ".markdown", ".rst", ".json", ".jsonl"):
-        raise MeVeError(f"{path}: unsupported file type {suffix!r}; allowed: .txt, .md, .markdown, .rst, .json, .jsonl")
-    if not path.exists():
-        raise MeVeError(f"{path}: no such file; check the path")
-    if not path.is_file():
-        raise MeVeError(f"{path}: not a regular file; give text files (directories are not walked)")
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise MeVeError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}); convert it to UTF-8 text first") from exc
-    except OSError as exc:
-        raise MeVeError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    source = str(path.resolve())
-    if suffix in (".txt", ".md", ".markdown", ".rst"):
-        return [(path.name, raw, {"source": source})]
-    if suffix in (".json", ".jsonl"):
-        try:
-            items = [json.loads(line) for line in raw.splitlines() if line.strip()] if suffix == ".jsonl" else json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise MeVeError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
-        if isinstance(items, dict):
-            items = items.get("passages") or items.get("documents") or [items]
-        for i, item in enumerate(items):
-            if isinstance(item, str):
-                out.append((f"{path.name}:{i}", item, {"source": source}))
-            elif isinstance(item, dict) and isinstance(item.get("text"), str):
-                meta: dict[str, Any] = {k: v for k, v in item.items() if k != "text" and isinstance(v, str | int | float | bool)}
-                meta["source"] = source
-                out.append((str(item.get("id", f"{path.name}:{i}")), item["text"], meta))
-            else:
-                raise MeVeError(f"{path}: item {i} is neither a str nor an object with a 'text' field")
-    return out
-
-
 def cmd_index(args: argparse.Namespace) -> int:
-    """`meve index`: chunk files and index them into a persistent Chroma directory. With
-    ``--replace`` the files' new chunks go in first and their old ones are deleted after, so a
-    refused or failed add leaves what was stored as it was."""
+    """`meve index`: chunk files, and the files inside folders, and index them into a persistent
+    Chroma directory. A file that cannot be read is skipped and listed; see :func:`_exit_status`.
+    With ``--replace`` the files' new chunks go in first and their old ones are deleted after, so
+    a refused or failed add leaves what was stored as it was."""
+    from meve.cli.index_files import DEFAULT_INCLUDE, find_files, read_all
     from meve.core.tokens import get_token_counter
+    from meve.retrieval.chroma import check_directory
+
+    check_directory(args.db)  # a wrong --db is refused before a corpus is read
+    found = find_files(args.files, args.include or DEFAULT_INCLUDE, args.exclude or (), args.db)
+    got = read_all(found, args.chunk_tokens, get_token_counter(), show_progress=True)
+    console = _console()
+    if not got.chunks:
+        if len(got.skipped) > 1:
+            _report(console, got.skipped, found.unmatched)
+        raise MeVeError(_nothing(args, got.skipped, found.unmatched))
+    line = _store(args, got.chunks, got.sources)
+    skipped = f"; skipped {len(got.skipped)} file(s), listed below" if got.skipped else ""
+    # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
+    console.print(line + skipped, soft_wrap=True, markup=False, highlight=False)
+    _report(console, got.skipped, found.unmatched)
+    return _exit_status(got.failed)
+
+
+def _exit_status(failed: list[str]) -> int:
+    """0 when every file named on the command line was indexed (a file skipped inside a folder is
+    listed, not a failure); 1 when one of them could not be (the others were indexed). Nothing to
+    index at all is an error (2) before anything is written."""
+    if not failed:
+        return 0
+    named = ", ".join(failed[:3]) + (", …" if len(failed) > 3 else "")
+    print(f"meve: error: {len(failed)} file(s) named on the command line could not be indexed ({named}); the rest was indexed", file=sys.stderr)
+    return 1
+
+
+def _nothing(args: argparse.Namespace, skipped: list[tuple[str, str]], unmatched: list[str]) -> str:
+    """Why nothing can be indexed: the one file's reason, else what was found and skipped."""
+    if len(skipped) == 1:
+        return skipped[0][1] + (f"; {len(unmatched)} other file(s) match no --include pattern" if unmatched else "")
+    if skipped:
+        return f"nothing to index: all {len(skipped)} file(s) found were skipped (listed above)"
+    from meve.cli.index_files import DEFAULT_INCLUDE
+
+    patterns = ", ".join(args.include) if args.include else "the default, " + ", ".join(DEFAULT_INCLUDE)
+    seen = f"; {len(unmatched)} file(s) there match none (e.g. {', '.join(unmatched[:3])})" if unmatched else ""
+    return f"no file to index in {', '.join(args.files)}: no file matches --include ({patterns}){seen}"
+
+
+def _report(console: Any, skipped: list[tuple[str, str]], unmatched: list[str]) -> None:
+    """The files skipped and why, one a line; the files no --include pattern picked, counted."""
+    lines = [f"  skipped {why}" for _, why in skipped]
+    if unmatched:
+        named = ", ".join(unmatched[:3]) + (", …" if len(unmatched) > 3 else "")
+        lines.append(f"  not read: {len(unmatched)} file(s) matching no --include pattern ({named})")
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def _store(args: argparse.Namespace, chunks: list[tuple[str, str, dict[str, Any]]], sources: list[str]) -> str:
+    """Add ``chunks`` to the collection (and, with ``--replace``, delete what they replace); the summary line."""
     from meve.pipeline.meve import MeVe
     from meve.retrieval.chroma import chroma_call, chroma_client
     from meve.retrieval.passage_windows import PassageWindows
 
-    paths = [Path(name) for name in args.files]
-    records = [_read_records(path) for path in paths]  # every file is checked before anything is written
-    sources = [str(path.resolve()) for path in paths]
-    twice = sorted({name for name, source in zip(args.files, sources, strict=True) if sources.count(source) > 1})
-    if twice:
-        raise MeVeError(f"{twice[0]}: given more than once; give each file once")
-    chunks = chunks_of([rec for recs in records for rec in recs], args.chunk_tokens, get_token_counter())
-    if not chunks:
-        raise MeVeError("no text found in the given files")
     client = chroma_client(args.db)
     todo = Plan(add=list(range(len(chunks))))
     # Every call goes through chroma_call: other processes sharing the directory must see these writes.
@@ -94,7 +101,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             client=client,
             collection_name=args.collection,
             embedder=_embedder(existing, args.precision),
-            show_progress=sys.stderr.isatty(),
+            show_progress=True,
         )
     collection = chroma_call("open the collection", client.get_collection, args.collection)
     windows = _add_windows(collection, existing, args.precision)
@@ -112,12 +119,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     note = (f", {kept} unchanged" if kept else "") + (f", replacing {len(delete)} old chunk(s)" if delete else "")
     note += "".join(f"; {b} was indexed as {a}: its chunks now name the new path" for a, b in sorted(todo.moved_from.items()))
     note += f"; made {windows} window vector(s) for the passages a meve before 0.4.0 indexed" if windows is not None else ""
-    # soft_wrap: a long --db path must not be broken by a hard newline (the line is copied and grepped).
-    _console().print(
-        f"indexed {len(add)} chunks from {len(args.files)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})",
-        soft_wrap=True,
-    )
-    return 0
+    return f"indexed {len(add)} chunks from {len(sources)} file(s) into {args.db} (collection {args.collection!r}, {total} in all{note})"
 
 
 def _add_windows(collection: Any, existing: Any, precision: str | None) -> int | None:
@@ -135,7 +137,7 @@ def _add_windows(collection: Any, existing: Any, precision: str | None) -> int |
     # has none (and names this very command); add_windows then fills it, and the summary says how many.
     made = PassageWindows.open(collection, create=True)
     try:
-        return MeVe.from_chroma(collection, embedder=embedder).add_windows(show_progress=sys.stderr.isatty())
+        return MeVe.from_chroma(collection, embedder=embedder).add_windows(show_progress=True)
     except BaseException:
         # Half made, it would pass for complete: the next `meve index --replace` could never finish it.
         if made is not None:

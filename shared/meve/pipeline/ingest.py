@@ -16,6 +16,7 @@ import numpy as np
 from meve.core.heap import trim
 from meve.core.languages import warn_if_unreadable
 from meve.core.logs import log
+from meve.core.progress import progress_bar
 from meve.core.tokens import count_many, stamp, stamp_key
 from meve.retrieval.passage_windows import PassageWindows
 from meve.retrieval.store import ChromaStore, Ingestion, refuse_changed, stored_texts
@@ -53,8 +54,6 @@ def vectors(meve: MeVe, texts: list[str], windows: bool) -> tuple[np.ndarray, li
 
 def ingest(meve: MeVe, texts: list[str], ids: list[str], metas: list[dict[str, Any] | None], *, show_progress: bool, batch_size: int) -> None:
     """Embed and store passages in batches (see the module docstring for the order)."""
-    from tqdm.auto import tqdm
-
     store = meve.store
     assert store is not None, "ingestion needs a passage store"
     ingestion = Ingestion(ids)
@@ -62,7 +61,7 @@ def ingest(meve: MeVe, texts: list[str], ids: list[str], metas: list[dict[str, A
     done = _retried(meve, texts, ids)
     rows = [i for i, pid in enumerate(ids) if pid not in done]
     texts, ids, metas = [texts[i] for i in rows], [ids[i] for i in rows], [metas[i] for i in rows]
-    bar = tqdm(total=len(texts), desc="meve: embedding", unit="passage", disable=not show_progress)
+    bar = progress_bar(len(texts), desc="meve: embedding", unit="passage", show=show_progress)
     kept = store.windows if isinstance(store, ChromaStore) else None
     _record(meve, ingestion, writing=True)  # ended only when every batch is stored: a crash leaves the mark
     try:
@@ -90,8 +89,6 @@ def add_windows(meve: MeVe, *, show_progress: bool = False, batch_size: int = 25
     """Make the windows of every stored passage that has none (a collection built before meve kept
     them); returns how many windows were written. Passages that fit one window have none, and
     are read again (tokenized only) on a later call."""
-    from tqdm.auto import tqdm
-
     store = meve.store
     if not isinstance(store, ChromaStore):
         raise TypeError("add_windows needs a MeVe over a Chroma collection (from_texts or from_chroma); a LangChain vector store keeps no windows")
@@ -101,7 +98,7 @@ def add_windows(meve: MeVe, *, show_progress: bool = False, batch_size: int = 25
     have = kept.covered()
     todo = [(pid, text) for pid, text, _ in store.rows() if pid not in have]
     written = 0
-    with tqdm(total=len(todo), desc="meve: windows", unit="passage", disable=not show_progress) as bar:
+    with progress_bar(len(todo), desc="meve: windows", unit="passage", show=show_progress) as bar:
         for start in range(0, len(todo), batch_size):
             part = todo[start : start + batch_size]
             _, wins = vectors(meve, [t for _, t in part], True)
