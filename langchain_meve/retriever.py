@@ -12,8 +12,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import ConfigDict, Field
 
-from meve import ConfigError, ContextResult, MeVe, PhaseRecord
-from meve.integration import CONFIG_FIELDS, ConfigLike, ForeignStore, StoredVectors, config_from, meve_over, passage_metadata
+from meve import ConfigError, ContextResult, MeVe, MeVeConfig, PhaseRecord
+from meve.integration import CONFIG_FIELDS, ConfigLike, ForeignStore, StoredVectors, builder_kwargs, config_from, meve_over, passage_metadata, run_overrides
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
@@ -98,25 +98,42 @@ class MeVeRetriever(BaseRetriever):
 
     ``k`` caps the number of documents; ``k``, ``t_max`` and ``tau`` (and other
     MeVeConfig fields) can also be given at ``invoke`` time. Each phase is emitted
-    as a ``meve_phase`` custom callback event.
+    as a ``meve_phase`` custom callback event. Any MeVeConfig field given here by name
+    (``MeVeRetriever(meve=core, t_max=256)``), or ``config=``, applies to this retriever's
+    runs; the wrapped MeVe's own config is left as it is.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     meve: Any = Field(description="a meve.MeVe pipeline")
     k: int | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict, description="MeVeConfig fields every run of this retriever passes to the MeVe")
+
+    def __init__(self, **data: Any) -> None:
+        """Settings are checked before anything else (no model loads for a refused value)."""
+        core = data.get("meve")
+        current = core.config if isinstance(core, MeVe) else MeVeConfig()
+        others = [n for n in type(self).model_fields if n != "overrides"]
+        kept = run_overrides(dict(data.pop("overrides", None) or {}), None, current, owner="MeVeRetriever")  # a copy of a retriever passes its own back
+        data["overrides"] = {**kept, **run_overrides(data, data.pop("config", None), current, owner="MeVeRetriever", others=others)}
+        super().__init__(**data)
 
     def model_post_init(self, context: Any, /) -> None:
         check_k(self.k)
         if not isinstance(self.meve, MeVe):
             raise ConfigError("meve", self.meve, "a meve.MeVe (build one with MeVeRetriever.from_texts / from_documents / from_vectorstore)")
 
+    @property
+    def config(self) -> MeVeConfig:
+        """The settings this retriever runs with: the wrapped MeVe's, with ``overrides`` over them."""
+        return self.meve.config.replace(**self.overrides)
+
     @classmethod
     def from_texts(cls, texts: Sequence[str], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
         """Build the pipeline with :meth:`meve.MeVe.from_texts` (same keyword arguments, and any
         MeVeConfig field, e.g. ``t_max=200``; ``config=`` also takes ``meve tune``'s JSON file)."""
         check_k(k)  # before the corpus is embedded
-        return cls(meve=MeVe.from_texts(texts, **_config_kwargs(kwargs, "MeVeRetriever.from_texts", _FROM_TEXTS)), k=k)
+        return cls(meve=MeVe.from_texts(texts, **builder_kwargs(kwargs, MeVe.from_texts, "MeVeRetriever.from_texts")), k=k)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
@@ -124,8 +141,9 @@ class MeVeRetriever(BaseRetriever):
         by title (``metadata['title']``) and summary, then passages inside them, with character
         offsets in ``metadata['start']``/``['end']``. Keyword arguments go to :meth:`meve.MeVe.from_documents`."""
         check_k(k)
+        built = builder_kwargs(kwargs, MeVe.from_documents, "MeVeRetriever.from_documents")
         docs = [(_doc_id(d, i), str(d.metadata.get("title", "")), d.page_content) for i, d in enumerate(documents)]
-        return cls(meve=MeVe.from_documents(docs, **_config_kwargs(kwargs, "MeVeRetriever.from_documents", _FROM_DOCUMENTS)), k=k)
+        return cls(meve=MeVe.from_documents(docs, **built), k=k)
 
     @classmethod
     def from_vectorstore(
@@ -138,6 +156,7 @@ class MeVeRetriever(BaseRetriever):
         scorer: Any = None,
         token_counter: Any = None,
         bm25_backend: str | None = None,
+        **fields: Any,
     ) -> MeVeRetriever:
         """Keep your LangChain ``VectorStore`` (and its ``Embeddings``) for phase 1; ``documents``
         feed the BM25 fallback. They may be left out for a store meve can list (langchain-chroma's
@@ -151,8 +170,9 @@ class MeVeRetriever(BaseRetriever):
 
         A hit's vector (its cosine to the query, the redundancy check) is the one the store keeps
         where :func:`stored_vectors` can read it, so the verifier's is the only model pass over a
-        hit; otherwise it is embedded with ``embed_documents``, which meve's log says."""
+        hit; otherwise it is embedded with ``embed_documents`` (meve's log says so). MeVeConfig fields by name too."""
         check_k(k)
+        config = config_from(fields, config, owner="MeVeRetriever.from_vectorstore")  # before the store is read
         embeddings = getattr(vectorstore, "embeddings", None)
         if embeddings is None:
             raise TypeError(f"{type(vectorstore).__name__} exposes no .embeddings; MeVe needs them for the query and redundancy checks")
@@ -212,38 +232,12 @@ class MeVeRetriever(BaseRetriever):
         return on_phase
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
-        return _docs(self.meve.run(query, on_phase=self._emit(run_manager), **_overrides(kwargs, self.k)))
+        return _docs(self.meve.run(query, on_phase=self._emit(run_manager), **{**self.overrides, **_overrides(kwargs, self.k)}))
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
         records: list[PhaseRecord] = []
-        result = await self.meve.arun(query, on_phase=records.append, **_overrides(kwargs, self.k))
+        result = await self.meve.arun(query, on_phase=records.append, **{**self.overrides, **_overrides(kwargs, self.k)})
         child = run_manager.get_child()
         for rec in records if child.handlers else ():  # emitted on the loop, after the worker thread finished
             await child.on_custom_event(PHASE_EVENT, rec.to_dict(), run_id=run_manager.run_id)
         return _docs(result)
-
-
-_FROM_TEXTS = (
-    "ids",
-    "metadatas",
-    "config",
-    "embedder",
-    "scorer",
-    "token_counter",
-    "client",
-    "collection_name",
-    "bm25_backend",
-    "show_progress",
-    "batch_size",
-    "index_dir",
-)
-_FROM_DOCUMENTS = ("config", "embedder", "scorer", "token_counter", "summary_tokens", "doc_weights", "doc_pool", "client", "collection_name", "show_progress")
-
-
-def _config_kwargs(kwargs: dict[str, Any], owner: str, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """Keyword arguments for a MeVe constructor: MeVeConfig fields folded into ``config``, anything
-    else refused by name (with the nearest valid one) before a corpus is embedded."""
-    rest = dict(kwargs)
-    has_fields = any(key in CONFIG_FIELDS for key in rest)
-    config = config_from(rest, rest.pop("config", None), owner=owner, others=allowed)
-    return {**rest, "config": config} if has_fields or "config" in kwargs else rest

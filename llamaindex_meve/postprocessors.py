@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from meve import ContextResult, InputError, MeVeConfig, Passage
-from meve.integration import Models, config_from, config_named, passage_metadata, run_on_texts
+from meve.integration import Models, config_from, passage_metadata, run_on_texts
 
 # Each phase's defaults are MeVe's, so a pipeline composed of these behaves like MeVePostprocessor().
 _DEFAULTS = MeVeConfig()
@@ -82,15 +82,27 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
         default="nothing",
         description="when nothing is kept: 'nothing' (no node: LlamaIndex's own empty response) or 'note' (one node saying why, for the LLM)",
     )
+    config: MeVeConfig = Field(
+        default_factory=MeVeConfig,
+        description="every MeVeConfig setting (a MeVeConfig, a dict of its fields or a JSON file of them); any field can also be given by name",
+    )
     _models: Models = PrivateAttr()
-    _spec = _Spec(phases=())
+    _spec: ClassVar[_Spec] = _Spec(phases=())
 
     def __init__(self, **data: Any) -> None:
+        """Any MeVeConfig field by its name (``t_max=256``) or in ``config=``; the phase's own
+        fields (``theta``, ``lam``) are names for theirs. Checked here, before any model loads."""
+        spec, fields = self._spec, type(self).model_fields
+        base = data.pop("config", None)
+        if base is None:  # the phase's own defaults (RelevanceVerifier's min_keep=1) over MeVeConfig's
+            base = MeVeConfig().replace(**{f: fields[name].default for name, f in spec.fields.items()})
+        others = [n for n in fields if n not in spec.fields and n != "config"]
+        config = config_from(data, base, owner=type(self).__name__, others=others, aliases=spec.fields, fixed=spec.fixed)
+        data.update({name: getattr(config, f) for name, f in spec.fields.items()}, config=config)
         super().__init__(**data)
         self._models = Models(self.embedder, self.scorer)
 
     def model_post_init(self, context: Any, /) -> None:
-        self._config()  # validated at construction, naming the bad value
         check_on_empty(self.on_empty)
 
     @classmethod
@@ -98,8 +110,10 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
         return cls.__name__ if cls.__name__.startswith("MeVe") else f"MeVe{cls.__name__}"
 
     def _config(self) -> MeVeConfig:
+        """The config a run uses: ``config`` with the phase's own fields as they are now (they may be set after construction)."""
         spec = self._spec
-        return config_named(spec.fields, {name: getattr(self, name) for name in spec.fields}, **spec.fixed)
+        own = {name: getattr(self, name) for name in spec.fields}
+        return config_from(own, self.config, owner=type(self).__name__, aliases=spec.fields, fixed=spec.fixed)
 
     @dispatcher.span  # type: ignore[misc]
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
@@ -173,13 +187,7 @@ class MeVePostprocessor(_MeVeNodeProcessor):
     order) → prioritise → prune → budget. Any MeVeConfig field can be given directly or via ``config``
     (a MeVeConfig, a dict of its fields or the path of a JSON file of them, e.g. ``meve tune``'s)."""
 
-    config: MeVeConfig = Field(default_factory=MeVeConfig)
     _spec = _Spec(("verify", "fallback", "prioritise", "prune", "budget"))
-
-    def __init__(self, **data: Any) -> None:
-        others = ("embedder", "scorer", "token_counter", "callback_manager", "on_empty")
-        data["config"] = config_from(data, data.pop("config", None), owner="MeVePostprocessor", others=others)
-        super().__init__(**data)
 
     def _config(self) -> MeVeConfig:
         return self.config

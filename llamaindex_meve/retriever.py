@@ -18,7 +18,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from llamaindex_meve.postprocessors import annotate, llm_text
 from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
-from meve.integration import ConfigLike, ForeignStore, StoredVectors, meve_over, passage_metadata, user_metadata
+from meve.integration import ConfigLike, ForeignStore, StoredVectors, builder_kwargs, config_from, meve_over, passage_metadata, run_overrides, user_metadata
 
 
 def _all_nodes(index: Any) -> list[BaseNode]:
@@ -57,7 +57,9 @@ class MeVeRetriever(BaseRetriever):
     no vector meve can read (:func:`stored_vectors`: the default ``SimpleVectorStore``'s are read,
     so a hit costs no model pass beside the verifier's), so both live in the index's vector space.
     ``config``: a MeVeConfig, a dict of its fields or the path of a JSON file of them (``meve tune
-    --out``). ``core=`` wraps a ready ``meve.MeVe`` instead (e.g. ``from_documents``)."""
+    --out``); any MeVeConfig field can also be given by name (``t_max=256``, over ``config``).
+    ``core=`` wraps a ready ``meve.MeVe`` instead (e.g. ``from_documents``); settings given with it
+    apply to this retriever's runs, and the MeVe's own config is left as it is."""
 
     def __init__(
         self,
@@ -77,9 +79,16 @@ class MeVeRetriever(BaseRetriever):
         LlamaIndex answers with its own empty response; ``"note"`` returns one node saying why (so
         a chat engine still asks its LLM). Either way meve logs the reason at WARNING."""
         self.on_empty = check_on_empty(on_empty)
-        super().__init__(**kwargs)
         if (index is None) == (core is None):
             raise InputError("give either a VectorStoreIndex or core= (a meve.MeVe), not both or neither")
+        base = ("callback_manager", "object_map", "objects", "verbose")
+        # Settings are checked before anything else happens: no model loads for a refused value.
+        self._overrides: dict[str, Any] = {}
+        if core is not None:
+            self._overrides = run_overrides(kwargs, config, core.config, owner="MeVeRetriever", others=base)
+        else:
+            config = config_from(kwargs, config, owner="MeVeRetriever", others=base)
+        super().__init__(**kwargs)
         self.index = index
         # Per thread and per asyncio task: a retriever shared by a server's threads used to hand
         # one caller another caller's result.
@@ -119,17 +128,18 @@ class MeVeRetriever(BaseRetriever):
 
     @property
     def config(self) -> MeVeConfig:
-        """The wrapped MeVe's settings."""
-        return self.core.config
+        """The settings this retriever runs with: the wrapped MeVe's, with those given here over them."""
+        return self.core.config.replace(**self._overrides)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Any], *, on_empty: str = "nothing", **kwargs: Any) -> MeVeRetriever:
         """MindRef-style hierarchical retrieval over whole LlamaIndex Documents (no pre-chunking):
         documents by title (``metadata['title']``) and summary, then passages inside them with
         character offsets (``metadata['start']``/``['end']``). Keyword arguments go to ``meve.MeVe.from_documents``."""
-        docs = [(d.doc_id, str(d.metadata.get("title", "")), d.get_content()) for d in documents]
         check_on_empty(on_empty)
-        return cls(core=MeVe.from_documents(docs, **kwargs), on_empty=on_empty)
+        built = builder_kwargs(kwargs, MeVe.from_documents, "MeVeRetriever.from_documents")  # any MeVeConfig field too, checked first
+        docs = [(d.doc_id, str(d.metadata.get("title", "")), d.get_content()) for d in documents]
+        return cls(core=MeVe.from_documents(docs, **built), on_empty=on_empty)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         nodes, result = self._run(query_bundle)
@@ -138,7 +148,7 @@ class MeVeRetriever(BaseRetriever):
 
     @dispatcher.span  # type: ignore[misc]
     def _run(self, query_bundle: QueryBundle) -> tuple[list[NodeWithScore], ContextResult]:
-        result = self.core.run(query_bundle.query_str, on_phase=emit)
+        result = self.core.run(query_bundle.query_str, on_phase=emit, **self._overrides)
         out = []
         for p in result.documents:
             # The index's own node where there is one (its type, relationships and metadata kept);

@@ -4,6 +4,7 @@ Adapters import only :mod:`meve` and this module, and only convert types: everyt
 LangChain retriever, a LlamaIndex postprocessor or either framework's chat memory does is here,
 once, so both behave the same way.
 
+* :func:`config_from`, :func:`run_overrides`, :func:`builder_kwargs` (:mod:`meve.pipeline.keywords`): MeVeConfig fields as any component's keywords.
 * :func:`run_on_texts`: MeVe's phases over another retriever's texts (all of them, or one alone).
 * :class:`ForeignStore` (:mod:`meve.pipeline.foreign`) and :func:`meve_over`: a framework's vector store as meve's passage store.
 * :func:`passage_metadata`: the ``meve_*`` keys a returned document or node carries.
@@ -18,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from meve.core.config import MeVeConfig, check_names
-from meve.core.errors import ConfigError
+from meve.core.config import MeVeConfig
 from meve.core.logs import log, warn_once
 from meve.core.records import ContextResult, Passage, check_query
 from meve.core.tokens import STAMP_PREFIX, get_token_counter
@@ -27,6 +27,7 @@ from meve.memory.ids import content_id
 from meve.memory.memory import MomentaryMemory
 from meve.pipeline.config_file import ConfigLike, as_config
 from meve.pipeline.foreign import ForeignStore, StoredVectors
+from meve.pipeline.keywords import CONFIG_FIELDS, builder_kwargs, config_from, run_overrides
 from meve.pipeline.meve import MeVe
 from meve.pipeline.runner import PHASES, PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
@@ -44,10 +45,10 @@ __all__ = [
     "Models",
     "StoredVectors",
     "as_config",
+    "builder_kwargs",
     "chat_context",
     "chat_role",
     "config_from",
-    "config_named",
     "default_embedder",
     "delete_removed",
     "meve_over",
@@ -55,6 +56,7 @@ __all__ = [
     "recall",
     "record_messages",
     "run_on_texts",
+    "run_overrides",
     "stable_id",
     "storable",
     "stored_roles",
@@ -62,28 +64,8 @@ __all__ = [
     "user_metadata",
 ]
 
-CONFIG_FIELDS: tuple[str, ...] = tuple(MeVeConfig.__dataclass_fields__)
 #: The metadata keys meve adds to what it returns (reserved: storing one is an InputError).
 META_KEYS = ("meve_score", "meve_source", "meve_tokens", "meve_spans", "meve_cut", "meve_note")
-
-
-def config_from(options: dict[str, Any], base: ConfigLike | None = None, *, owner: str, others: Collection[str] = ()) -> MeVeConfig:
-    """Pop every MeVeConfig field out of ``options`` (a component's keyword arguments) into a copy
-    of ``base`` (a MeVeConfig, a dict of its fields or a JSON file of them: :func:`as_config`); a
-    keyword that is neither a field nor one of ``others`` is refused, naming the nearest valid one."""
-    check_names(owner, options, (*CONFIG_FIELDS, *others))
-    fields = {k: options.pop(k) for k in list(options) if k in CONFIG_FIELDS}
-    return as_config(base).replace(**fields)
-
-
-def config_named(names: Mapping[str, str], values: Mapping[str, Any], **fixed: Any) -> MeVeConfig:
-    """A MeVeConfig from a component's own field names (``names``: its name -> the config field,
-    e.g. ``{"theta": "theta_redundancy"}``); a bad value is reported under the component's name."""
-    try:
-        return MeVeConfig(**{names.get(k, k): v for k, v in values.items()}, **fixed)
-    except ConfigError as exc:
-        own = {field: name for name, field in names.items()}.get(exc.field, exc.field)
-        raise ConfigError(own, exc.value, exc.allowed) from None
 
 
 def run_on_texts(
