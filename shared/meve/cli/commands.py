@@ -82,9 +82,11 @@ def _report(console: Any, skipped: list[tuple[str, str]], unmatched: list[str]) 
 def _store(args: argparse.Namespace, chunks: list[tuple[str, str, dict[str, Any]]], sources: list[str]) -> str:
     """Add ``chunks`` to the collection (and, with ``--replace``, delete what they replace); the summary line."""
     from meve.pipeline.meve import MeVe
-    from meve.retrieval.chroma import chroma_call, chroma_client
+    from meve.retrieval.chroma import chroma_call, chroma_client, made_by_open
     from meve.retrieval.passage_windows import PassageWindows
 
+    if made_by_open(args.db) is not None:  # a new directory: a model that cannot load must not leave it behind
+        _embedder(None, args.precision).encode(["load the model"])
     client = chroma_client(args.db)
     todo = Plan(add=list(range(len(chunks))))
     # Every call goes through chroma_call: other processes sharing the directory must see these writes.

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["TMP_MARK", "append_synced", "exclusive", "fsync_dir", "remove_strays", "unwritable_ancestor", "write_atomically"]
+__all__ = ["TMP_MARK", "append_synced", "exclusive", "first_missing", "fsync_dir", "remove_made", "remove_strays", "unwritable_ancestor", "write_atomically"]
 
 TMP_MARK = ".tmp-"  # in the name of every temporary file or folder written here
 
@@ -65,6 +65,19 @@ def unwritable_ancestor(path: Path) -> Path | None:
     when that is not a folder this user can write into; None when it can be created."""
     parent = next(p for p in path.absolute().parents if p.exists())  # "/" always exists
     return None if parent.is_dir() and os.access(parent, os.W_OK | os.X_OK) else parent
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what creating it would make
+    first), or None when ``path`` exists."""
+    missing = [p for p in (path.absolute(), *path.absolute().parents) if not p.exists()]
+    return missing[-1] if missing else None
+
+
+def remove_made(top: Path | None) -> None:
+    """Remove ``top`` (from :func:`first_missing`), made by an open that then failed."""
+    if top is not None:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def append_synced(path: Path, data: bytes) -> None:

@@ -37,7 +37,7 @@ from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_we
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
 from meve.memory.signals import bm25_pool, nearest, said_before, vector_hits, vector_pool, warn_if_unfitted
 from meve.memory.turns import TurnRules, resolve_items
-from meve.retrieval.chroma import acquire_client, chroma_client, release_client, warn_if_untimed
+from meve.retrieval.chroma import acquire_client, chroma_client, made_by_open, release_client, undo_open, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
 from meve.scoring.protocols import Embedder
 
@@ -82,8 +82,8 @@ class MomentaryMemory:
         validate_weights(self.config.weights, tuple(names))
         warn_if_unfitted(self.config, names[0])
         # A path is meve's to open and to release on close(); a client given is the caller's.
-        self._owned_path = path
-        self._closed = False
+        self._owned_path, self._closed = path, False
+        made = made_by_open(path) if create else None  # what opening ``path`` creates, removed again if the open fails
         self.client = client if client is not None else (acquire_client(path, create=create) if path is not None else chroma_client())
         warn_if_untimed(self.client)
         self.token_counter: TokenCounter = get_token_counter(token_counter)
@@ -94,7 +94,8 @@ class MomentaryMemory:
         try:
             self._store = SessionStore(self.client, self.session_id, self.embedders, prefix=collection_prefix, create=create, path=path)
         except BaseException:
-            self.close()  # a refused open releases the client it acquired
+            self.close()  # a refused open releases the client it acquired, and removes a directory it made
+            undo_open(path, made)
             raise
         self._writer = f"w-{uuid.uuid4().hex}"  # this handle's heads row
         self._written = 0  # turns this handle has written: its heads row's value, strictly increasing
@@ -159,9 +160,8 @@ class MomentaryMemory:
         return self
 
     def close(self) -> None:
-        """Release what this handle opened: the embedded Chroma instance of ``path=`` (its files,
-        caches and threads) once no other meve handle in the process uses that directory. Stored
-        turns stay on disk. Idempotent; any later call on this handle raises StoreError."""
+        """Release what this handle opened: the embedded Chroma instance of ``path=`` (its files, caches and threads)
+        once no other meve handle in the process uses that directory. Stored turns stay on disk. Idempotent; any later call raises StoreError."""
         with self._write_lock, self._lock:
             if self._closed:
                 return

@@ -16,7 +16,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from meve.core.durable import unwritable_ancestor
+from meve.core.durable import first_missing, remove_made, unwritable_ancestor
 from meve.core.errors import ConfigError, InputError, StoreError
 from meve.core.logs import log
 from meve.retrieval.chroma_instances import open_system, running_settings, shared_settings
@@ -32,11 +32,13 @@ __all__ = [
     "chroma_client",
     "chroma_http_client",
     "delete_sibling",
+    "made_by_open",
     "open_clients",
     "read_only_copy",
     "release_client",
     "sibling_collection",
     "similarities",
+    "undo_open",
     "unique_collection_name",
     "warn_if_untimed",
 ]
@@ -60,22 +62,24 @@ def chroma_client(path: str | os.PathLike[str] | None = None, *, create: bool = 
     if path is None:
         return chromadb.EphemeralClient(settings=running_settings("ephemeral") or shared_settings())
     where = check_directory(path, create=create)
-    if not where.exists():
-        try:
-            where.mkdir(parents=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
-    # An instance this process already runs on the directory is reused under its own spelling of
-    # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
-    opened = open_system(where)
-    directory, settings = opened if opened is not None else (str(path), shared_settings())
+    made = first_missing(where)  # what is made here is removed again if the open fails
     try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        remove_made(made)
+        raise StoreError(f"cannot create the Chroma directory {str(path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
+    try:
+        # An instance this process already runs on the directory is reused under its own spelling of
+        # the path: Chroma keys instances by that string, and two instances on one directory corrupt it.
+        opened = open_system(where)
+        directory, settings = opened if opened is not None else (str(path), shared_settings())
         # Started under the lock: the instance then knows which writes it has seen.
         with lock_at(where).hold(write=False):
             return chromadb.PersistentClient(path=directory, settings=settings)
-    except StoreError:
-        raise
-    except Exception as exc:
+    except BaseException as exc:
+        remove_made(made)
+        if isinstance(exc, StoreError) or not isinstance(exc, Exception):
+            raise
         raise StoreError(f"Chroma could not open {str(path)!r}: {exc}") from exc
 
 
@@ -155,6 +159,19 @@ def acquire_client(path: str | os.PathLike[str], *, create: bool = True) -> Any:
             owned = _owned[key] = _Owned(chroma_client(path, create=create))
         owned.refs += 1
         return owned.client
+
+
+def made_by_open(path: str | os.PathLike[str] | None) -> Path | None:
+    """The outermost folder opening ``path`` would create (:func:`~meve.core.durable.first_missing`);
+    None when it exists, or for no path (in memory)."""
+    return first_missing(Path(path).expanduser()) if path is not None else None
+
+
+def undo_open(path: str | os.PathLike[str] | None, made: Path | None) -> None:
+    """After an open of ``path`` failed and released its client: remove the folders it made
+    (:func:`made_by_open`), unless a meve handle in this process holds the directory now."""
+    if path is not None and made is not None and str(Path(path).expanduser().resolve()) not in open_clients():
+        remove_made(made)
 
 
 def open_clients() -> dict[str, int]:

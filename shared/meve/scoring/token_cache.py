@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meve.core.durable import append_synced, exclusive, remove_strays, write_atomically
+from meve.core.durable import append_synced, exclusive, first_missing, remove_made, remove_strays, write_atomically
 from meve.core.errors import ConfigError, StoreError
 from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
@@ -129,14 +129,20 @@ class DiskTokens:
         self.identity, self.dimension = identity, dimension
         self.vector_dimension = dimension if vector_dimension is None else vector_dimension
         self.limit = max_bytes() if limit is None else limit
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the token-vector cache {str(self.path)!r}: {exc.strerror or exc}; set MEVE_CACHE_DIR to a folder you can write to, or to off"
-            ) from exc
+        made = first_missing(self.path)  # removed again if the folder cannot be made or opened
         self._lock = threading.Lock()
-        self._check_meta()
+        try:
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the token-vector cache {str(self.path)!r}: {exc.strerror or exc}; "
+                    "set MEVE_CACHE_DIR to a folder you can write to, or to off"
+                ) from exc
+            self._check_meta()
+        except BaseException:
+            remove_made(made)
+            raise
         self._reset(self._generation_now())
         self.reads = 0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meve.core.durable import append_synced, exclusive, remove_strays, write_atomically
+from meve.core.durable import append_synced, exclusive, first_missing, remove_made, remove_strays, write_atomically
 from meve.core.errors import ConfigError, StoreError
 from meve.core.formats import FORMATS, found_format
 from meve.core.logs import log
@@ -127,11 +127,16 @@ class TokenStore:
     def __init__(self, directory: str | Path, quantizer: ProductQuantizer | None = None) -> None:
         self.path = Path(directory)
         self.quantizer = quantizer if quantizer is not None else ProductQuantizer.load()
+        made = first_missing(self.path)  # removed again if the folder cannot be made or opened
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the token-vector directory {str(self.path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
-        self._check_meta()
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the token-vector directory {str(self.path)!r}: {exc.strerror or exc}; choose a path you can write to") from exc
+            self._check_meta()
+        except BaseException:
+            remove_made(made)
+            raise
         self._lock = threading.Lock()
         self._where: dict[bytes, tuple[int, int]] = {}
         self._records_read = 0
