@@ -54,12 +54,14 @@ class LineProgress:
         stream.flush()
 
     def close(self) -> None:
-        """The last line: how many, in how long (once)."""
+        """The last line: how many, in how long, at what rate (once)."""
         if self._closed:
             return
         self._closed = True
         if self.total or self.n:
-            self._write(f"{self.desc}: {self.n}/{self.total} {self.unit}s, done in {_clock(self._clock() - self._start)}")
+            spent = self._clock() - self._start
+            rate = f", {self.n / spent:.1f} {self.unit}s/s" if spent > 0 else ""
+            self._write(f"{self.desc}: {self.n}/{self.total} {self.unit}s, done in {_clock(spent)}{rate}")
 
     def __enter__(self) -> LineProgress:
         return self
