@@ -103,7 +103,7 @@ def test_ingestion_keeps_token_vectors_so_queries_encode_no_passage(minilm):
     assert len(scorer.cache) == len({p["text"] for p in corpus})
     forwards = []
     real_forward = scorer._forward
-    scorer._forward = lambda texts: forwards.append(list(texts)) or real_forward(texts)  # type: ignore[method-assign]
+    scorer._forward = lambda texts, **kw: forwards.append(list(texts)) or real_forward(texts, **kw)  # type: ignore[method-assign]
     encoded_before = minilm.encoded
     r = m.run("What does the derailleur do on a bicycle?")
     assert scorer.encoded_at_query_time == 0

@@ -248,7 +248,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for query in queries:
         base = meve.baseline(query, k=args.k)
         result = meve.run(query)
-        table = Table(title=f"{query}", show_lines=False)
+        table = Table(title=_shown(query), show_lines=False)
         table.add_column(f"Standard RAG: dense top-{args.k} ({base.token_count} tokens)", overflow="fold")
         table.add_column(f"MeVe ({result.token_count} tokens, t_max {args.t_max})", overflow="fold")
         rows = max(len(base.documents), len(result.documents))

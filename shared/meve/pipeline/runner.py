@@ -17,7 +17,7 @@ import numpy as np
 
 from meve.core.config import MeVeConfig
 from meve.core.errors import ConfigError
-from meve.core.logs import log, query_label
+from meve.core.logs import log, query_label, warn_once
 from meve.core.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.core.text import sentence_spans
 from meve.core.tokens import TokenCounter, count_many, read_stamp, stamp_key
@@ -128,7 +128,24 @@ def verify_step(q: Query, passages: tuple[Passage, ...]) -> Step:
     cache_info = getattr(scorer, "cache_info", None)
     if callable(cache_info):  # a scorer that caches what it read (late interaction): how big, how it served
         info["cache"] = cache_info()
+    _note_query_cut(q.text, scorer, info)
     return Step(out, {p.id: s for p, s in zip(passages, rel, strict=True)}, info)
+
+
+def _note_query_cut(query: str, scorer: Scorer, info: dict[str, Any]) -> None:
+    """A query longer than the scorer reads (its ``query_cut``: late interaction reads one window
+    of its model) is noted in the trace, and a WARNING says so once per scorer, naming the query
+    by its digest (:func:`~meve.core.logs.query_label`), never by its words."""
+    cut_of = getattr(scorer, "query_cut", None)
+    cut = cut_of(query) if callable(cut_of) else None
+    if cut is None:
+        return
+    info["query_cut"] = cut
+    warn_once(
+        f"query-cut:{scorer.name}",
+        f"meve: the {query_label(query)} is longer than {scorer.name} reads: it is scored on its first {cut['read']} of "
+        f"{cut['pieces']} word pieces (the rest is not read; each such query's trace says so under verify's query_cut)",
+    )
 
 
 def _fallback_reason(q: Query, verified: int) -> str | None:

@@ -32,10 +32,10 @@ from meve.scoring.batching import default_batch_tokens
 from meve.scoring.calibration import CALIBRATION_PATH, COMPRESSED_CALIBRATION_PATH, Calibration
 from meve.scoring.embedders import default_embedder
 from meve.scoring.protocols import Scoring, SharedPass
-from meve.scoring.token_pass import Pass, forward
+from meve.scoring.token_pass import Pass, forward, window_size
 from meve.scoring.token_store import TokenStore
 from meve.scoring.token_vectors import TokenVectorCache, dequantize, quantize, sentence_transformer_of, shared_cache, text_key, warn_query_time
-from meve.scoring.windows import pieces
+from meve.scoring.windows import pieces, text_pieces
 
 #: Texts whose token offsets a scorer keeps (8 bytes a word piece: ~8 KB for a 1,024-token passage).
 _OFFSET_TEXTS = 4096
@@ -130,12 +130,25 @@ class LateInteractionScorer:
         _ = self._st.model
         return self
 
-    def _forward(self, texts: Sequence[str]) -> Pass:
+    def _forward(self, texts: Sequence[str], *, query: bool = False) -> Pass:
         """Dense vectors and token vectors of ``texts`` (:func:`meve.scoring.token_pass.forward`): a
-        text longer than the model's window is read in overlapping windows, each text is tokenized
-        once, and batches are length-sorted and capped in padded tokens on a CPU (a query's 20
-        candidates in one batch pad to the longest, which costs a CPU 1.8x the time)."""
-        return forward(self._st.model, texts, max_items=self._st.batch_size, max_tokens=default_batch_tokens(self._st.device))
+        text longer than the model's window is read in overlapping windows (a query: its first window
+        alone, :meth:`query_cut`), each text is tokenized once, and batches are length-sorted and
+        capped in padded tokens on a CPU (a query's 20 candidates in one batch pad to the longest,
+        which costs a CPU 1.8x the time)."""
+        return forward(self._st.model, texts, max_items=self._st.batch_size, max_tokens=default_batch_tokens(self._st.device), all_windows=not query)
+
+    def query_cut(self, query: str) -> dict[str, int] | None:
+        """How much of ``query`` this scorer reads, when that is not all of it: a query is read as
+        one window of the model (its dense vector is that window's anyway), so a 5,000-word one costs
+        what a 200-word one does; ``{"pieces": its word pieces, "read": those read}``, else None."""
+        model = self._st.model
+        read = window_size(model)
+        text = query.strip()
+        if len(text) <= read:  # a word piece holds at least one character: it fits
+            return None
+        (p,) = text_pieces(model.tokenizer, [text])
+        return {"pieces": len(p), "read": read} if len(p) > read else None
 
     def embed_and_cache(self, texts: Sequence[str]) -> np.ndarray:
         """Dense embeddings of ``texts`` (as the shared embedder makes them), keeping their token vectors."""
@@ -197,7 +210,7 @@ class LateInteractionScorer:
     def embed_query(self, query: str) -> np.ndarray:
         """The query's dense embedding, keeping its token vectors for the verification that follows
         (one forward pass serves retrieval and verification)."""
-        (vec,), (tok,), _ = self._forward([query])
+        (vec,), (tok,), _ = self._forward([query], query=True)
         self._remember_query(query, tok)
         return vec
 
@@ -214,7 +227,7 @@ class LateInteractionScorer:
             if hit is not None:
                 self._queries.move_to_end(query)
                 return hit
-        _, (tok,), _ = self._forward([query])
+        _, (tok,), _ = self._forward([query], query=True)
         self._remember_query(query, tok)
         return tok
 

@@ -19,7 +19,7 @@ import numpy as np
 from meve.scoring.batching import token_batches
 from meve.scoring.windows import Pieces, frame, overlap_for, plan, stitch, text_pieces
 
-__all__ = ["Framing", "Pass", "forward", "framing", "model_pass"]
+__all__ = ["Framing", "Pass", "forward", "framing", "model_pass", "window_size"]
 
 _IDS, _MASK, _TYPES = "input_ids", "attention_mask", "token_type_ids"
 
@@ -114,20 +114,29 @@ def ids_pass(model: Any, fr: Framing, rows: Sequence[np.ndarray]) -> tuple[np.nd
     return _run(model, features)
 
 
-def forward(model: Any, texts: Sequence[str], *, max_items: int, max_tokens: int | None) -> Pass:
+def window_size(model: Any) -> int:
+    """How many word pieces of one text ``model`` reads in one pass (its length less its frame)."""
+    fr = framing(model)
+    before, after = (len(fr.prefix), len(fr.suffix)) if fr is not None else frame(model.tokenizer)
+    return int(model.max_seq_length) - before - after
+
+
+def forward(model: Any, texts: Sequence[str], *, max_items: int, max_tokens: int | None, all_windows: bool = True) -> Pass:
     """Dense vectors, token vectors and later windows' vectors of ``texts`` (read stripped, as
     sentence-transformers reads them). A text longer than the model's window goes through it in
     overlapping windows: one token vector per word piece of the whole text; its dense vector is the
     first window's, which is the model's own truncation, so it equals what the embedder makes; each
-    later window's sentence vector comes from the same pass, at no cost. Batches are sorted by length
-    and capped at ``max_items`` texts and ``max_tokens`` padded tokens (:mod:`meve.scoring.batching`)."""
+    later window's sentence vector comes from the same pass, at no cost. ``all_windows=False`` reads
+    the first window alone (a query: what it costs stays bounded however long it is). Batches are
+    sorted by length and capped at ``max_items`` texts and ``max_tokens`` padded tokens
+    (:mod:`meve.scoring.batching`)."""
     tokenizer = model.tokenizer
     fr = framing(model)
     before, after = (len(fr.prefix), len(fr.suffix)) if fr is not None else frame(tokenizer)
     size = model.max_seq_length - before - after
     stripped = [t.strip() for t in texts]
     pieces = text_pieces(tokenizer, stripped)
-    spans = [plan(p.starts, size, overlap_for(size)) for p in pieces]
+    spans = [plan(p.starts, size, overlap_for(size))[: None if all_windows else 1] for p in pieces]
     jobs = [(i, w) for i, sp in enumerate(spans) for w in range(len(sp))]
     first = np.cumsum([0] + [len(sp) for sp in spans])  # text i's windows are jobs[first[i]:first[i + 1]]
     lengths = [before + after + spans[i][w][1] - spans[i][w][0] for i, w in jobs]
