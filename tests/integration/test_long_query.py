@@ -91,3 +91,12 @@ def test_the_command_line_shortens_a_long_query_in_its_titles(tmp_path):
         assert f"… ({len(query)} characters)" in " ".join(out.stdout.split()), argv[0]  # rich wraps a long title
         assert len(out.stdout) < len(query) // 2, argv[0]  # the query is not printed whole
         assert query[:40] not in out.stderr and "is scored on its first 254 of" in out.stderr
+
+
+def test_meves_cross_encoder_reads_the_head_of_a_long_query_instead_of_failing(minilm, fresh_warnings, caplog):
+    # Its tokenizer refused a pair whose query alone passed the model's length ("Truncation error").
+    with MeVe.from_texts(TEXTS, embedder=minilm, scorer="meve-cross-encoder") as m, caplog.at_level(logging.WARNING, logger="meve"):
+        result = m.run("Who built the first running machine? " + _words(600, 7))
+    cut = result.phase("verify").info["query_cut"]
+    assert cut["pieces"] > 600 and 150 < cut["read"] <= 256 - 3 - 64  # a quarter of the pair is kept for the passage
+    assert any("meve-cross-encoder" in r.getMessage() and "query_cut" in r.getMessage() for r in caplog.records)

@@ -35,7 +35,7 @@ from meve.scoring.protocols import Scoring, SharedPass
 from meve.scoring.token_pass import Pass, forward, window_size
 from meve.scoring.token_store import TokenStore
 from meve.scoring.token_vectors import TokenVectorCache, dequantize, quantize, sentence_transformer_of, shared_cache, text_key, warn_query_time
-from meve.scoring.windows import pieces, text_pieces
+from meve.scoring.windows import fits, pieces, text_pieces
 
 #: Texts whose token offsets a scorer keeps (8 bytes a word piece: ~8 KB for a 1,024-token passage).
 _OFFSET_TEXTS = 4096
@@ -145,7 +145,7 @@ class LateInteractionScorer:
         model = self._st.model
         read = window_size(model)
         text = query.strip()
-        if len(text) <= read:  # a word piece holds at least one character: it fits
+        if fits(text, read):
             return None
         (p,) = text_pieces(model.tokenizer, [text])
         return {"pieces": len(p), "read": read} if len(p) > read else None

@@ -30,7 +30,7 @@ from meve.scoring.calibration import Calibration
 from meve.scoring.devices import check_device, resolve_device
 from meve.scoring.protocols import Scoring, split_sizes
 from meve.scoring.registry import default_model_path, registry
-from meve.scoring.windows import text_windows
+from meve.scoring.windows import head, text_windows
 
 __all__ = [
     "CROSS_ENCODER_L3_PATH",
@@ -111,11 +111,16 @@ class MiniLMCrossEncoder:
         self.head.load_state_dict({k[5:]: v.float() for k, v in tensors.items() if k.startswith("head.")})
         self.encoder.eval()
 
+    def query_room(self) -> int:
+        """The most word pieces of a query this network reads: a pair keeps a quarter of its length for the text."""
+        return int(self.max_length - self.tok.num_special_tokens_to_add(pair=True) - self.max_length // 4)
+
     def infer(self, query: str, texts: Sequence[str], batch_size: int = 32, batch_tokens: int | None = CPU_BATCH_TOKENS) -> np.ndarray:
         """One logit per text; texts go in length order, in batches of at most ``batch_tokens``
         padded tokens (see :mod:`meve.scoring.batching`), so a batch pads little. A text whose pair
         with ``query`` is past ``max_length`` (one long sentence: a list, a table row) gets the
         best logit of its overlapping windows (:mod:`meve.scoring.windows`) instead of its head's."""
+        query = head(self.tok, query, self.query_room())[0]  # a query past its room would leave no room for the text: refused by the tokenizer
         room = self.max_length - self.tok.num_special_tokens_to_add(pair=True) - len(self.tok(query, add_special_tokens=False, verbose=False)["input_ids"])
         windows = [text_windows(self.tok, t, max(room, self.max_length // 4)) for t in texts]
         owner = np.repeat(np.arange(len(texts)), [len(w) for w in windows])
@@ -248,6 +253,13 @@ class MeveCrossEncoderScorer:
     def scoring(self) -> Scoring:
         """This scorer as a MeVe runs it: passages by their best sentence, sentences from the same logits."""
         return Scoring(self, self.score_spans)
+
+    def query_cut(self, query: str) -> dict[str, int] | None:
+        """How much of ``query`` the network reads when that is not all of it (a pair keeps a quarter of
+        its length for the passage: :meth:`MiniLMCrossEncoder.query_room`): ``{"pieces", "read"}``, else None."""
+        net = self.network
+        _, n, read = head(net.tok, query, net.query_room())
+        return {"pieces": n, "read": read} if read < n else None
 
     def sentence_logits(self, query: str, sentences: Sequence[str]) -> np.ndarray:
         with self._lock:

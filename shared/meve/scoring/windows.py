@@ -136,3 +136,17 @@ def frame(tokenizer: Any) -> tuple[int, int]:
     framed = list(tokenizer("a")["input_ids"])
     before = next(i for i in range(len(framed)) if framed[i : i + len(bare)] == bare)
     return before, len(framed) - before - len(bare)
+
+
+def head(tokenizer: Any, text: str, size: int) -> tuple[str, int, int]:
+    """What a reader of at most ``size`` pieces reads of ``text`` (a query): the text up to the last
+    word that ends within its first ``size`` pieces (cut at a word, so it tokenizes to those pieces
+    again), how many pieces ``text`` has, and how many the cut keeps; ``(text, n, n)`` when it fits."""
+    if fits(text, size):
+        return text, -1, -1  # surely fits: not tokenized (the counts are not needed)
+    p = pieces(tokenizer, text)
+    if len(p) <= size:
+        return text, len(p), len(p)
+    starts = np.flatnonzero(p.starts[1 : size + 1]) + 1  # word starts after the first piece, up to the one past the cut
+    keep = int(starts[-1]) if len(starts) else size  # one word longer than ``size``: cut inside it
+    return text[: int(p.offsets[keep - 1, 1])], len(p), keep
