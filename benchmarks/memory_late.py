@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,13 @@ class LateReplay(Replay):
         return np.array([float(np.max(self.li.score_spans(query, t, sentence_spans(t) or [(0, len(t))]))) for t in texts])
 
     def memory_late(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, form: str, weight: float) -> tuple[Selection, str]:
-        cfg, decided, recent, fused = self.fused(query, qvec, cfg)
+        found = self.candidates(query, qvec, cfg)
+        fused = dict(found.fused)
         head = rank(fused, self.snap.keys)[:HEAD]
         if head:
             for i, v in minmax(dict(zip(head, self.late(query, head, form).tolist(), strict=True))).items():
                 fused[i] += weight * v
-        return self.select(query, cfg, decided, recent, fused)
+        return self.choose(query, replace(found, fused=fused))
 
 
 def late_setting(s: dict[str, Any], l_max: int) -> Any:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -100,9 +101,9 @@ def _tops(b: int, dense_only: bool) -> Callable[..., Any]:
     shipped = _shipped(b)
 
     def run(rp: Any, q: str, qv: np.ndarray) -> Any:
-        cfg, decided, recent, fused = rp.fused(q, qv, shipped)
-        bm25, dense = rp.fused_signals(q, qv, cfg, decided, recent)
-        return rp.select(q, cfg, decided, recent, lift_tops(fused, [dense] if dense_only else [dense, bm25]))
+        found = rp.candidates(q, qv, shipped)
+        dense = found.dense[rp.embedder]
+        return rp.choose(q, replace(found, fused=lift_tops(dict(found.fused), [dense] if dense_only else [dense, found.bm25])))
 
     return run
 

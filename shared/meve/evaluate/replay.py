@@ -1,7 +1,8 @@
 """A replay of :class:`meve.MomentaryMemory`'s selection over one conversation on precomputed
 signals, and the plain fills it is compared with: a grid of settings costs no Chroma and no model
-run per question. The logic is the benchmarks' (``benchmarks/harness/conversations.py``'s
-``Replay``), moved here so ``evaluate_memory`` and the memory benchmark read the same code."""
+run per question. The selection is the memory's own rebuild (:mod:`meve.memory.rebuild`) over a
+search of the turns' vectors kept here; ``evaluate_memory``, ``tune_memory`` and the memory
+benchmarks (``benchmarks/harness/conversations.py``) read this class."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import numpy as np
 
 from meve.core.config import MemoryConfig
 from meve.core.tokens import TokenCounter, count_many
-from meve.memory.decide import Decisions, Nearby, decide
+from meve.memory.decide import decide_parts
 from meve.memory.log import Snapshot
+from meve.memory.rebuild import Candidates, Search, candidates, choose
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import Selection, fuse, latest_turns, rank, select_turns, sentence_scores, signal_weights, weigh_roles
-from meve.memory.signals import bm25_pool, said_before
+from meve.memory.select import Selection, fuse, latest_turns, rank, select_turns, signal_weights
 from meve.retrieval.bm25 import IncrementalBM25
 from meve.retrieval.terms import bm25_tokenize, stemmed_tokenize
 
@@ -26,8 +27,10 @@ FILLS = ("dense", "bm25", "hybrid")
 
 
 class Replay:
-    """One conversation (turns in time order) ready for :func:`select_turns`: the turns as a
-    Snapshot, every turn's vector, and BM25 over the turns (stemmed and plain)."""
+    """One conversation (turns in time order) ready for the memory's rebuild
+    (:mod:`meve.memory.rebuild`): the turns as a Snapshot, every turn's vector, and BM25 over the
+    turns (stemmed and plain). The vector search and the BM25 scores are read from these instead of
+    Chroma; everything from there on is the code :meth:`meve.MomentaryMemory.reconstruct` runs."""
 
     def __init__(self, turns: Sequence[Turn], counter: TokenCounter, encode: Callable[[Sequence[str]], np.ndarray], embedder_name: str) -> None:
         """Embed every turn once (``encode``) and index it for BM25."""
@@ -38,80 +41,73 @@ class Replay:
         self.vecs = np.asarray(encode([t.text for t in self.turns]), dtype=np.float32)
         texts = [t.text for t in self.turns]
         self.bm25 = {True: IncrementalBM25(texts, tokenize=stemmed_tokenize), False: IncrementalBM25(texts, tokenize=bm25_tokenize)}
-        self._signals: dict[tuple[str, bool, int, tuple[int, ...], tuple[str, ...]], tuple[dict[int, float], dict[int, float]]] = {}
+        # Kept per question, as a grid of settings reads the same ones again.
+        self._scores: dict[tuple[str, bool], np.ndarray] = {}
         self._rankings: dict[tuple[str, str, bool], list[int]] = {}
         self._parts: dict[tuple[str, ...], np.ndarray] = {}  # a long query's sentence vectors
-        self._nearby: dict[tuple[str, bool, tuple[int, ...]], Nearby] = {}  # what the query finds before the latest exchange
+        self._orders: dict[tuple[str, tuple[str, ...]], list[list[tuple[int, float]]]] = {}  # each query row's turns, nearest first
 
-    def signals(
-        self, query: str, qvec: np.ndarray, *, stem: bool, pool: int, exclude: set[int], parts: tuple[str, ...] = ()
-    ) -> tuple[dict[int, float], dict[int, float]]:
-        """BM25 and cosine of the ``pool`` best past turns each, as MomentaryMemory reads them (kept
-        per question). With ``parts`` (a long query's sentences), the vector candidates are the
-        ``pool`` best by the whole query and by each sentence, scored by :func:`sentence_scores`."""
-        key = (query, stem, pool, tuple(sorted(exclude)), parts)
-        if key not in self._signals:
+    def scores(self, query: str, stem: bool) -> np.ndarray:
+        """Every turn's BM25 score for ``query`` (a copy: a rebuild zeroes the turns it excludes)."""
+        key = (query, stem)
+        if key not in self._scores:
+            self._scores[key] = self.bm25[stem].get_scores(query)
+        return self._scores[key].copy()
+
+    def search(self, query: str, qvec: np.ndarray, cfg: MemoryConfig) -> Search:
+        """The vector search :func:`meve.memory.rebuild.candidates` reads, over the turns' vectors
+        as the memory's Chroma search returns them: the ``n`` + excluded nearest turns of the whole
+        query and of each of a long query's sentences (:func:`meve.memory.decide.decide_parts`),
+        the excluded ones then dropped."""
+        parts = decide_parts(cfg.query_sentences, query)[0]
+        if (query, parts) not in self._orders:
             if parts and parts not in self._parts:
                 self._parts[parts] = np.asarray(self.encode(list(parts)), dtype=np.float32)
             queries = np.vstack([qvec[None, :], self._parts[parts]]) if parts else qvec[None, :]
             cos = self.vecs @ queries.T
-            cos[list(exclude)] = -np.inf
-            k = min(pool, len(cos))
-            hits = [{int(i): float(col[i]) for i in np.argpartition(-col, k - 1)[:k] if np.isfinite(col[i])} for col in cos.T]
-            self._signals[key] = (bm25_pool(self.bm25[stem].get_scores(query), exclude, pool), sentence_scores(hits))
-        return self._signals[key]
+            self._orders[(query, parts)] = [[(int(i), float(col[i])) for i in np.argsort(-col, kind="stable")] for col in cos.T]
+        orders = self._orders[(query, parts)]
 
-    def partner(self, i: int) -> int | None:
-        """The adjacent turn by the other role (the reply after, else the turn it answered)."""
-        for k in (i + 1, i - 1):
-            if 0 <= k < len(self.turns) and self.turns[k].role != self.turns[i].role:
-                return k
-        return None
+        def search(exclude: set[int], n: int) -> dict[str, list[list[tuple[int, float]]]]:
+            top = min(n + len(exclude), len(self.turns))  # as the memory asks Chroma for room to drop the excluded
+            return {self.embedder: [[(i, c) for i, c in order[:top] if i not in exclude] for order in orders]}
 
-    def memory(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[Selection, str]:
-        """What ``MomentaryMemory.reconstruct(query)`` with ``cfg`` selects (one embedder), and the
-        context rendered as the memory renders it."""
-        return self.select(query, *self.fused(query, qvec, cfg, pool))
+        return search
 
-    def fused(self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256) -> tuple[MemoryConfig, Decisions, list[int], dict[int, float]]:
-        """The first half of :meth:`memory`: the query's decisions, the anchored turns, and every
-        candidate's fused score (a benchmark may rescore them before :meth:`select`)."""
-        latest = latest_turns(self.snap, cfg.recent_turns, (), ())
-        key_near = (query, cfg.stemming, tuple(latest))
-        if key_near not in self._nearby:
-            said = said_before(self.bm25[cfg.stemming].get_scores(query), self.turns, set(latest), ())
-            cos = np.delete(self.vecs @ qvec, latest)
-            self._nearby[key_near] = Nearby(said, float(cos.max()) if cos.size else None)
-        decided = decide(cfg, query, self._nearby[key_near])
-        cfg = cfg.replace(dates=decided.dates)
-        recent = latest if decided.keep_recent else []
-        bm25, dense = self.fused_signals(query, qvec, cfg, decided, recent, pool)
-        weights = signal_weights(cfg.weights, (self.embedder,))
-        fused = weigh_roles(fuse({"bm25": bm25, f"dense:{self.embedder}": dense}, weights, cfg.fusion, cfg.rrf_k), self.turns, decided.role)
-        return cfg, decided, recent, dict(fused)
+    def partner(self, i: int, skip_roles: Sequence[str] = ()) -> int | None:
+        """The adjacent turn by the other role, not of ``skip_roles`` (the reply after, else the turn it answered)."""
+        return self.snap.partner(i, skip_roles)
 
-    def fused_signals(
-        self, query: str, qvec: np.ndarray, cfg: MemoryConfig, decided: Decisions, recent: list[int], pool: int = 256
-    ) -> tuple[dict[int, float], dict[int, float]]:
-        """The BM25 and vector signals :meth:`fused` fuses, for its ``cfg``, decisions and anchored
-        turns (cached: a benchmark that rescores the fused scores reads the same ones)."""
-        return self.signals(query, qvec, stem=cfg.stemming, pool=max(pool, cfg.l_max // 8), exclude=set(recent), parts=decided.parts)
+    def memory(
+        self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256, *, keep_roles: Sequence[str] = (), skip_roles: Sequence[str] = ()
+    ) -> tuple[Selection, str]:
+        """What ``MomentaryMemory.reconstruct(query, keep_roles=..., skip_roles=...)`` with ``cfg`` and
+        ``candidate_pool=pool`` selects (one embedder), and the context rendered as the memory renders it."""
+        return self.choose(query, self.candidates(query, qvec, cfg, pool, keep_roles=keep_roles, skip_roles=skip_roles))
 
-    def select(self, query: str, cfg: MemoryConfig, decided: Decisions, recent: list[int], fused: dict[int, float]) -> tuple[Selection, str]:
-        """The second half of :meth:`memory`: the fill over ``fused``, rendered."""
-        sel = select_turns(
-            self.snap,
+    def candidates(
+        self, query: str, qvec: np.ndarray, cfg: MemoryConfig, pool: int = 256, *, keep_roles: Sequence[str] = (), skip_roles: Sequence[str] = ()
+    ) -> Candidates:
+        """The first half of :meth:`memory`: the query's decisions, the turns that go in first, each
+        signal's pool and every candidate's fused score (a benchmark may rescore ``fused`` with
+        :func:`dataclasses.replace` before :meth:`choose`)."""
+        return candidates(
+            query,
             cfg,
-            self.counter,
-            recent=recent,
-            pinned=[],
-            ranked=rank(fused, self.snap.keys),
-            partner=self.partner,
-            scores=fused,
-            query=query,
-            recent_cap=decided.recent_cap,
+            self.snap,
+            scores=self.scores(query, cfg.stemming),
+            search=self.search(query, qvec, cfg),
+            weights=signal_weights(cfg.weights, (self.embedder,)),
+            candidate_pool=pool,
+            latest=latest_turns(self.snap, cfg.recent_turns, skip_roles, ()),
+            kept_roles=[i for i, t in enumerate(self.turns) if t.role in keep_roles],
+            skip_roles=skip_roles,
         )
-        return sel, render(sel.turns, dates=bool(cfg.dates))
+
+    def choose(self, query: str, found: Candidates) -> tuple[Selection, str]:
+        """The second half of :meth:`memory`: the fill over ``found``, rendered."""
+        sel = choose(query, self.snap, self.counter, found, lambda i: self.partner(i, found.skip_roles))
+        return sel, render(sel.turns, dates=bool(found.cfg.dates))
 
     def fill(self, ranked: Sequence[int], l_max: int, dates: bool = False) -> tuple[Selection, str]:
         """A plain fill baseline: turns in ``ranked`` order while they fit, rendered like the memory's

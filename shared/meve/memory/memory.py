@@ -30,12 +30,13 @@ from meve.core.languages import warn_if_unreadable
 from meve.core.logs import log, query_label
 from meve.core.records import check_query
 from meve.core.tokens import TokenCounter, get_token_counter
-from meve.memory.decide import Nearby, decide, decide_parts
+from meve.memory.decide import decide_parts
 from meve.memory.log import Snapshot, TurnLog
+from meve.memory.rebuild import candidates, choose
 from meve.memory.records import MemoryContext, Turn, check_roles, check_turn_ids
-from meve.memory.select import fuse, latest_turns, rank, select_turns, signal_weights, turn_traces, weigh_roles
+from meve.memory.select import latest_turns, signal_weights, turn_traces
 from meve.memory.session import EPOCH, SessionStore, check_place, legacy_key, new_order_key, time_order, validate_session_id
-from meve.memory.signals import bm25_pool, nearest, said_before, vector_hits, vector_pool, warn_if_unfitted
+from meve.memory.signals import vector_hits, warn_if_unfitted
 from meve.memory.turns import TurnRules, resolve_items
 from meve.retrieval.chroma import acquire_client, chroma_client, made_by_open, release_client, undo_open, warn_if_untimed
 from meve.scoring.embedders import default_embedder, embedder_dimension, encode_checked
@@ -343,32 +344,30 @@ class MomentaryMemory:
             skipped = {p for t in skip_ids if (p := self._log.index.get(t)) is not None and p < snap.n}
             latest, scores = latest_turns(snap, cfg.recent_turns, skip_roles, skipped), bm25_all.get_scores(query)[: snap.n]
             kept_roles = [i for i in snap.chrono if i < snap.n and i not in skipped and snap.turns[i].role in keep_roles] if keep_roles else []
-        cap = cfg.top_k if cfg.top_k is not None else snap.n
-        pool, hidden = max(self.candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8), skipped | set(kept_roles)
-        hits = self._hits(query, cfg, snap, hidden, pool + len(latest)) if snap.n > len(hidden) and cap > 0 else {}
-        near = nearest(hits[self.embedders[0].name], set(latest)) if hits else None
-        decided = decide(cfg, query, Nearby(said_before(scores, snap.turns, skipped | set(latest), skip_roles), near))
-        cfg, recent = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0), latest if decided.keep_recent else []
-        first = set(recent) | set(pinned := [i for i in kept_roles if i not in recent])
-        searched = snap.n > len(first) + len(skipped) and cap > 0
-        bm25 = bm25_pool(scores, first | skipped, pool) if searched else {}
-        dense = {e.name: vector_pool(hits[e.name], first, pool) if searched and hits else {} for e in self.embedders}
-        fused = weigh_roles(fuse({"bm25": bm25, **{f"dense:{n}": v for n, v in dense.items()}}, per_weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)
-        ranked = [i for i in rank(fused, snap.keys) if snap.turns[i].role not in skip_roles] if skip_roles else rank(fused, snap.keys)
-        partner, counter = self._partner(snap, skip_roles, skipped), self.token_counter
-        sel = select_turns(
-            snap, cfg, counter, recent=recent, pinned=pinned, ranked=ranked, partner=partner, scores=fused, query=query, recent_cap=decided.recent_cap
+        found = candidates(
+            query,
+            cfg,
+            snap,
+            scores=scores,
+            search=functools.partial(self._hits, query, cfg, snap),
+            weights=per_weights,
+            candidate_pool=self.candidate_pool,
+            latest=latest,
+            kept_roles=kept_roles,
+            skipped=skipped,
+            skip_roles=skip_roles,
         )
+        sel = choose(query, snap, self.token_counter, found, self._partner(snap, skip_roles, skipped))
         return MemoryContext(
             query=query,
             turns=sel.turns,
             token_count=sel.tokens,
-            l_max=cfg.l_max,
-            fusion=cfg.fusion,
-            dates=cfg.dates is True,
-            **decided.reasons(),
+            l_max=found.cfg.l_max,
+            fusion=found.cfg.fusion,
+            dates=found.cfg.dates is True,
+            **found.decided.reasons(),
             ms=(time.perf_counter() - t0) * 1000.0,
-            build_trace=lambda: turn_traces(snap, sel, first, fused, bm25, dense),
+            build_trace=lambda: turn_traces(snap, sel, found.first, found.fused, found.bm25, found.dense),
         )
 
     def _hits(self, query: str, cfg: MemoryConfig, snap: Snapshot, exclude: set[int], pool: int) -> dict[str, list[list[tuple[int, float]]]]:
