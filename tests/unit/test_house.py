@@ -144,3 +144,16 @@ def test_the_pipeline_and_the_layers_below_never_import_evaluation_or_the_cli_ev
     assert not {k: v for k, v in offending.items() if v}
     private = [str(p.relative_to(CORE)) for p in (CORE / "evaluate").rglob("*.py") if "._embed_query" in p.read_text() or "._query_encoder" in p.read_text()]
     assert not private  # evaluation uses MeVe.query_vector / run(query_vector=...), never the pipeline's private parts
+
+
+def private_uses(source: str, name: str) -> list[str]:
+    """``name._x`` for every private attribute ``source`` reads or calls on the variable ``name``."""
+    found = (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name)
+    return sorted({f"{name}.{n.attr}" for n in found if n.attr.startswith("_")})
+
+
+def test_the_ingest_step_reaches_meve_through_its_public_methods_only():
+    # Issue 78: pipeline/ingest.py called MeVe's _shared_pass and _snapshots; MeVe's documented
+    # methods (passage_vectors, save_lexical) are the one way in.
+    assert private_uses((CORE / "pipeline" / "ingest.py").read_text(), "meve") == []
+    assert private_uses("def f(meve):\n    meve._snapshots.save(meve.lexical)\n", "meve") == ["meve._snapshots"]

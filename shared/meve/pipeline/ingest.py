@@ -3,15 +3,15 @@ store, BM25, and the mark in the collection that says an ingestion is under way.
 
 Order, for a crash at any point: an ingestion's mark is set before its first batch and cleared
 after its last; within a batch, windows are written before the passages they belong to (upserted,
-so a retry writes the same rows), so a stored passage always has its windows.
+so a retry writes the same rows), so a stored passage always has its windows. The MeVe is reached
+through its documented members only (:meth:`~meve.pipeline.meve.MeVe.passage_vectors`,
+:meth:`~meve.pipeline.meve.MeVe.save_lexical`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from meve.core.heap import trim
 from meve.core.languages import warn_if_unreadable
@@ -20,12 +20,11 @@ from meve.core.progress import progress_bar
 from meve.core.tokens import count_many, stamp, stamp_key
 from meve.retrieval.passage_windows import PassageWindows
 from meve.retrieval.store import ChromaStore, Ingestion, refuse_changed, stored_texts
-from meve.scoring.embedders import encode_windows
 
 if TYPE_CHECKING:
     from meve.pipeline.meve import MeVe
 
-__all__ = ["add_windows", "ingest", "open_windows", "vectors"]
+__all__ = ["add_windows", "ingest", "open_windows"]
 
 
 def open_windows(store: ChromaStore, *, create: bool) -> None:
@@ -40,16 +39,6 @@ def open_windows(store: ChromaStore, *, create: bool) -> None:
             "is found by its first window and by BM25 only; MeVe.add_windows(), or `meve index --replace` on its files, makes them",
             store.collection.name,
         )
-
-
-def vectors(meve: MeVe, texts: list[str], windows: bool) -> tuple[np.ndarray, list[np.ndarray] | None]:
-    """``texts``' dense vectors, and their later windows' when ``windows`` and the models can make
-    them: the verifier's shared pass makes both in one model run; else the embedder, if it can."""
-    shared = meve._shared_pass(meve.config.verify)
-    if windows and shared is not None and shared.windowed is not None:
-        return shared.windowed(texts)
-    vecs = shared.passages(texts) if shared is not None else meve.embedder.encode(texts)
-    return vecs, (encode_windows(meve.embedder, texts) if windows else None)
 
 
 def ingest(meve: MeVe, texts: list[str], ids: list[str], metas: list[dict[str, Any] | None], *, show_progress: bool, batch_size: int) -> None:
@@ -68,7 +57,7 @@ def ingest(meve: MeVe, texts: list[str], ids: list[str], metas: list[dict[str, A
         key = stamp_key(meve.token_counter)
         for start in range(0, len(texts), batch_size):
             sl = slice(start, start + batch_size)
-            vecs, wins = vectors(meve, texts[sl], kept is not None)
+            vecs, wins = meve.passage_vectors(texts[sl], windows=kept is not None)
             batch = metas[sl]
             if key is not None:
                 counts = count_many(meve.token_counter, texts[sl])
@@ -82,7 +71,7 @@ def ingest(meve: MeVe, texts: list[str], ids: list[str], metas: list[dict[str, A
     finally:
         bar.close()
     _record(meve, ingestion, writing=False)
-    meve._snapshots.save_if_due(meve.lexical)
+    meve.save_lexical()
 
 
 def add_windows(meve: MeVe, *, show_progress: bool = False, batch_size: int = 256) -> int:
@@ -101,7 +90,7 @@ def add_windows(meve: MeVe, *, show_progress: bool = False, batch_size: int = 25
     with progress_bar(len(todo), desc="meve: windows", unit="passage", show=show_progress) as bar:
         for start in range(0, len(todo), batch_size):
             part = todo[start : start + batch_size]
-            _, wins = vectors(meve, [t for _, t in part], True)
+            _, wins = meve.passage_vectors([t for _, t in part], windows=True)
             if wins is None:
                 raise TypeError(f"embedder {meve.embedder.name!r} cannot make window vectors (meve's sentence-transformers embedder can)")
             written += kept.add([pid for pid, _ in part], wins, [t for _, t in part])

@@ -28,7 +28,7 @@ from meve.retrieval.bm25 import DEFAULT_BM25
 from meve.retrieval.chroma import check_collection_name, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.retrieval.lexical import Lexical, LexicalIndex
 from meve.retrieval.store import ChromaStore, PassageStore, log_unfinished, plain_query
-from meve.scoring.embedders import default_embedder, embedder_dimension
+from meve.scoring.embedders import default_embedder, embedder_dimension, encode_windows
 from meve.scoring.protocols import Embedder, Scorer, Scoring, SharedPass
 from meve.scoring.resolve import Models, ScorerSpec, warm_up_scorer
 
@@ -249,7 +249,7 @@ class MeVe(Retriever):
             raise InputError("documents is empty and the collections hold none: give at least one (doc_id, title, text) document")
         meve.hierarchy = hierarchy
         if docs:
-            hierarchy.add(docs, meve._index_vectors, show_progress=show_progress)
+            hierarchy.add(docs, lambda texts: meve.passage_vectors(texts)[0], show_progress=show_progress)
         return meve
 
     def add_texts(
@@ -298,9 +298,20 @@ class MeVe(Retriever):
         # A shared pass (late interaction's token vectors) comes from the forward pass that makes the dense embedding: one model run per batch or query.
         return self._models.scoring.shared if verify else None
 
-    def _index_vectors(self, texts: list[str]) -> np.ndarray:
-        shared = self._shared_pass(self.config.verify)
-        return shared.passages(texts) if shared is not None else self.embedder.encode(texts)
+    def passage_vectors(self, texts: Sequence[str], *, windows: bool = False) -> tuple[np.ndarray, list[np.ndarray] | None]:
+        """``texts``' dense vectors as this MeVe stores passages, and with ``windows`` each one's later
+        windows' vectors (None where the models cannot make them): the
+        verifier's shared pass makes both in one model run, keeping its token vectors; else the embedder."""
+        shared, texts = self._shared_pass(self.config.verify), list(texts)
+        if windows and shared is not None and shared.windowed is not None:
+            return shared.windowed(texts)
+        vecs = shared.passages(texts) if shared is not None else self.embedder.encode(texts)
+        return vecs, (encode_windows(self.embedder, texts) if windows else None)
+
+    def save_lexical(self) -> bool:
+        """Write the BM25 snapshot beside the collection when it is due (the index grew by 5% since
+        the last: :class:`~meve.pipeline.persist.Snapshots`); returns whether it wrote one."""
+        return self._snapshots.save_if_due(self.lexical)
 
     def _embed_query(self, query: str, verify: bool = False) -> np.ndarray:
         if self._query_encoder is not None:
