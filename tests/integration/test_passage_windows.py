@@ -8,7 +8,10 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from meve.core.formats import FormatError
 from meve.evaluate.arms import Rankings
 from meve.retrieval.chroma import chroma_client
 from meve.retrieval.passage_windows import windows_name
+from meve.scoring.token_vectors import sentence_transformer_of
 
 pytestmark = pytest.mark.integration
 
@@ -108,6 +112,36 @@ def test_an_index_built_before_windows_warns_then_gets_them(chroma_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="meve"):
         again = MeVe.from_chroma(client.get_collection("log"))
     assert again.store.windows is not None and not any("no window vectors" in r.getMessage() for r in caplog.records)
+
+
+@contextmanager
+def sequences_through(model: Any) -> Iterator[list[int]]:
+    """The real MiniLM, counting the sequences each of its forward passes reads (a hook on its
+    transformer module, which both sentence-transformers' encode and meve's own passes go through)."""
+    seen: list[int] = []
+    hook = model[0].register_forward_pre_hook(lambda _module, args: seen.append(int(args[0]["input_ids"].shape[0])))
+    try:
+        yield seen
+    finally:
+        hook.remove()
+
+
+def test_add_windows_runs_the_model_on_the_long_passages_alone_and_once(chroma_dir):
+    # Issue 78: add_windows() embedded every passage still without windows on each call (the dense
+    # vector it threw away, or the verifier's whole pass), and a passage that fits one window never has any.
+    notes = [f"A short note number {i} about tea." for i in range(40)]
+    client = chroma_client(chroma_dir)
+    MeVe.from_texts([*TEXTS, *notes], client=client, collection_name="log").close()
+    client.delete_collection(windows_name("log"))
+    old = MeVe.from_chroma(client.get_collection("log"))
+    model = sentence_transformer_of(old.embedder).model
+    with sequences_through(model) as first:
+        made = old.add_windows()
+    long = len(TEXTS) - 1  # all but the tea note run past one window
+    assert made > 0 and sum(first) == made + long  # each long passage's windows, its first one included: nothing else
+    with sequences_through(model) as second:
+        assert old.add_windows() == 0
+    assert second == []  # the short passages are tokenized, not run through the model again
 
 
 def test_windows_written_by_a_newer_meve_are_refused(chroma_dir):

@@ -154,6 +154,6 @@ def private_uses(source: str, name: str) -> list[str]:
 
 def test_the_ingest_step_reaches_meve_through_its_public_methods_only():
     # Issue 78: pipeline/ingest.py called MeVe's _shared_pass and _snapshots; MeVe's documented
-    # methods (passage_vectors, save_lexical) are the one way in.
+    # methods (passage_vectors, window_vectors, save_lexical) are the one way in.
     assert private_uses((CORE / "pipeline" / "ingest.py").read_text(), "meve") == []
     assert private_uses("def f(meve):\n    meve._snapshots.save(meve.lexical)\n", "meve") == ["meve._snapshots"]

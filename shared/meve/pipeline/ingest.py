@@ -5,7 +5,7 @@ Order, for a crash at any point: an ingestion's mark is set before its first bat
 after its last; within a batch, windows are written before the passages they belong to (upserted,
 so a retry writes the same rows), so a stored passage always has its windows. The MeVe is reached
 through its documented members only (:meth:`~meve.pipeline.meve.MeVe.passage_vectors`,
-:meth:`~meve.pipeline.meve.MeVe.save_lexical`).
+:meth:`~meve.pipeline.meve.MeVe.window_vectors`, :meth:`~meve.pipeline.meve.MeVe.save_lexical`).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def add_windows(meve: MeVe, *, show_progress: bool = False, batch_size: int = 25
     with progress_bar(len(todo), desc="meve: windows", unit="passage", show=show_progress) as bar:
         for start in range(0, len(todo), batch_size):
             part = todo[start : start + batch_size]
-            _, wins = meve.passage_vectors([t for _, t in part], windows=True)
+            wins = meve.window_vectors([t for _, t in part])
             if wins is None:
                 raise TypeError(f"embedder {meve.embedder.name!r} cannot make window vectors (meve's sentence-transformers embedder can)")
             written += kept.add([pid for pid, _ in part], wins, [t for _, t in part])

@@ -300,13 +300,20 @@ class MeVe(Retriever):
 
     def passage_vectors(self, texts: Sequence[str], *, windows: bool = False) -> tuple[np.ndarray, list[np.ndarray] | None]:
         """``texts``' dense vectors as this MeVe stores passages, and with ``windows`` each one's later
-        windows' vectors (None where the models cannot make them): the
+        windows' vectors (:meth:`window_vectors`; None where the models cannot make them): the
         verifier's shared pass makes both in one model run, keeping its token vectors; else the embedder."""
         shared, texts = self._shared_pass(self.config.verify), list(texts)
         if windows and shared is not None and shared.windowed is not None:
             return shared.windowed(texts)
         vecs = shared.passages(texts) if shared is not None else self.embedder.encode(texts)
         return vecs, (encode_windows(self.embedder, texts) if windows else None)
+
+    def window_vectors(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+        """Each text's later windows' vectors only (none for a text that fits one window, which is
+        tokenized and not run through the model); None where the models cannot make them."""
+        made = encode_windows(self.embedder, texts)
+        shared = self._shared_pass(self.config.verify) if made is None else None
+        return shared.windowed(list(texts))[1] if shared is not None and shared.windowed is not None else made
 
     def save_lexical(self) -> bool:
         """Write the BM25 snapshot beside the collection when it is due (the index grew by 5% since
