@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ConfigError, MemoryConfig
 from meve import MomentaryMemory as CoreMemory
-from meve.integration import Message, chat_role, recall, storable, stored_roles, stored_text
+from meve.integration import Exchanges, Message, chat_role, recall, recall_query, storable, stored_roles, stored_text
 
 _FROM_CORE = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT, "system": MessageRole.SYSTEM, "tool": MessageRole.TOOL}
 
@@ -51,7 +51,9 @@ class MomentaryChatMemory(BaseMemory):
     message and everything after it, verbatim, so tool calls and their results stay together.
     User, assistant and system text, and tool results unless ``store_tool_results=False``, is
     persisted in Chroma (a recalled tool result comes back as an assistant message "Tool result:
-    ..."); a tool call lives in the current exchange only, beside its results.
+    ..."); a tool call lives in the current exchange only, beside its results. A user message with
+    no text (an image alone) is answered with the turns rebuilt for the latest one with text, and
+    its exchange is not stored (its reply alone would be recalled beside another question).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -63,6 +65,7 @@ class MomentaryChatMemory(BaseMemory):
     _core: CoreMemory = PrivateAttr()
     _current: list[ChatMessage] = PrivateAttr(default_factory=list)
     _current_ids: set[str] = PrivateAttr(default_factory=set)
+    _exchanges: Exchanges = PrivateAttr(default_factory=Exchanges)
 
     def __init__(self, core: CoreMemory, **kwargs: Any) -> None:
         if not isinstance(core, CoreMemory):
@@ -115,7 +118,7 @@ class MomentaryChatMemory(BaseMemory):
             self._current = []
             self._current_ids = set()
         self._current.append(message)
-        if storable(plain, (*stored_roles(self.store_tool_results), "system")):
+        if self._exchanges.told(plain) and storable(plain, (*stored_roles(self.store_tool_results), "system")):
             # The id of what was stored: recalled turns are told apart from the current exchange by id,
             # never by text, so a turn legitimately said twice is recalled.
             self._current_ids.add(self._core.add(stored_text(plain, self._core.config.max_turn_chars), plain.role).id)
@@ -147,6 +150,7 @@ class MomentaryChatMemory(BaseMemory):
         self._core.clear()
         self._current = []
         self._current_ids = set()
+        self._exchanges = Exchanges()
 
     async def areset(self) -> None:
         """:meth:`reset` in a worker thread."""
@@ -164,17 +168,13 @@ class MomentaryChatMemory(BaseMemory):
         """Stored system messages, then the turns rebuilt for ``input`` within ``l_max`` tokens
         (counted on the rendered ``role: text`` lines), then the current exchange verbatim."""
         turns = self._core.turns()
-        query = input
-        if query is None:
-            query = next((_text(m) for m in reversed(self._current) if m.role == MessageRole.USER), None)
-        if query is None:
-            query = next((t.text for t in reversed(turns) if t.role == "user"), None)
+        query = input if input and input.strip() else recall_query([_message(m) for m in self._current], self._core)
         # Each system text once, first: stored system messages are never recalled, nor repeated
         # from the current exchange (a system message put after the user message is stored too).
         system = [ChatMessage(role=MessageRole.SYSTEM, content=text) for text in dict.fromkeys(t.text for t in turns if t.role == "system")]
         current = [m for m in self._current if _message(m).role != "system"]
-        if query is None or not query.strip():
-            return [*system, *current]  # nothing to rebuild for (no user message yet): no recall
+        if query is None:
+            return [*system, *current]  # nothing to rebuild for (no user has said anything): no recall
         history = recall(self._core, query, exclude=self._current_ids, l_max=self.l_max, top_k=self.top_k)
         return [*system, *(ChatMessage(role=_FROM_CORE[m.role], content=m.text) for m in history), *current]
 
@@ -198,7 +198,7 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
     top_k: int | None = None
     store_tool_results: bool = True
     tokenizer_fn: Callable[[str], list[Any]] | None = Field(default=None, exclude=True, description="Memory's tokenizer_fn, if not LlamaIndex's")
-    _untold: bool = PrivateAttr(default=False)  # inside an exchange whose user message had no text
+    _exchanges: Exchanges = PrivateAttr(default_factory=Exchanges)  # the queue flushes an exchange over several puts
 
     def model_post_init(self, context: Any, /) -> None:
         if not isinstance(self.memory, CoreMemory):
@@ -212,10 +212,7 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
         return sum(len(count(m.content or "")) for m in rendered)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        query = next((_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER and _text(m).strip()), None)
-        if query is None:  # the latest user message has no text, and the queue has flushed the ones before it
-            turns = await asyncio.to_thread(self.memory.turns)
-            query = next((t.text for t in reversed(turns) if t.role == "user"), None)
+        query = await asyncio.to_thread(recall_query, [_message(m) for m in messages or []], self.memory)
         if query is None:
             return ""  # no user message to rebuild for
         limit = self.l_max if self.l_max is not None else self.memory.config.l_max
@@ -233,11 +230,7 @@ class MomentaryMemoryBlock(BaseMemoryBlock[str]):
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         roles = stored_roles(self.store_tool_results)
-        items = []
-        for p in map(_message, messages):
-            if p.role == "user":
-                self._untold = not p.text.strip()
-            if not self._untold and storable(p, roles):
-                items.append({"text": stored_text(p, self.memory.config.max_turn_chars), "role": p.role})
+        cap = self.memory.config.max_turn_chars
+        items = [{"text": stored_text(p, cap), "role": p.role} for p in map(_message, messages) if self._exchanges.told(p) and storable(p, roles)]
         if items:
             await self.memory.aadd_many(items)

@@ -40,6 +40,7 @@ __all__ = [
     "META_KEYS",
     "PHASES",
     "ConfigLike",
+    "Exchanges",
     "ForeignStore",
     "Message",
     "Models",
@@ -54,6 +55,7 @@ __all__ = [
     "meve_over",
     "passage_metadata",
     "recall",
+    "recall_query",
     "record_messages",
     "run_on_texts",
     "run_overrides",
@@ -255,6 +257,30 @@ def storable(m: Message, roles: Collection[str] = ("user", "assistant")) -> bool
     return m.role in roles and bool(m.text.strip()) and not m.tool_calls
 
 
+class Exchanges:
+    """Which messages are stored, met in order (one at a time, or in batches across calls): none of
+    an exchange whose user message has no text (an image alone), its reply and tool results
+    included. That message is not stored (:func:`storable`), so its reply alone would be an
+    assistant turn with no question before it, recalled beside another question."""
+
+    def __init__(self) -> None:
+        self.untold = False
+
+    def told(self, m: Message) -> bool:
+        """Whether ``m`` is outside such an exchange (each user message starts the next exchange)."""
+        if m.role == "user":
+            self.untold = not m.text.strip()
+        return not self.untold
+
+
+def recall_query(messages: Sequence[Message], memory: MomentaryMemory) -> str | None:
+    """What memory is rebuilt for: the latest user message with text; after one with none (it says
+    nothing to search for), the one before it, from the store when the app no longer sends it; None
+    when no user has said anything."""
+    found = next((m.text for m in reversed(messages) if m.role == "user" and m.text.strip()), None)
+    return found if found is not None else next((t.text for t in reversed(memory.turns()) if t.role == "user"), None)
+
+
 def stored_roles(tools: bool) -> tuple[str, ...]:
     """The roles an adapter stores: user and assistant turns, and tool results unless ``tools`` is
     False (in agent loops the facts users ask about later often arrive as tool results)."""
@@ -269,17 +295,18 @@ TOOL_CUT = " … [tool result cut]"
 
 def record_messages(messages: Sequence[Message], memory: MomentaryMemory, *, tools: bool = True) -> list[str | None]:
     """Store the user and assistant turns, and tool results unless ``tools`` is False
-    (:func:`storable`), under their ids (:func:`_turn_ids`, with ``memory``: a message sent again
-    under a new id is its stored turn), so recording a thread again stores nothing new, and a
-    message that keeps its id with a new text (edited or regenerated) supersedes the stored turn
+    (:func:`storable`; none of an exchange whose user message has no text, :class:`Exchanges`),
+    under their ids (:func:`_turn_ids`, with ``memory``: a message sent again under a new id is its
+    stored turn), so recording a thread again stores nothing new, and a message that keeps its id
+    with a new text (edited or regenerated) supersedes the stored turn
     (``add_many(supersede=True)``). Returns each message's turn id, None for one not stored."""
     return _store(messages, _turn_ids(messages, memory), memory, tools)
 
 
 def _store(messages: Sequence[Message], ids: Sequence[str], memory: MomentaryMemory, tools: bool) -> list[str | None]:
     """:func:`record_messages` with the turn ids already worked out (``chat_context`` reuses them for recall)."""
-    roles = stored_roles(tools)
-    tids = [tid if storable(m, roles) else None for m, tid in zip(messages, ids, strict=True)]
+    roles, exchanges = stored_roles(tools), Exchanges()
+    tids = [tid if exchanges.told(m) and storable(m, roles) else None for m, tid in zip(messages, ids, strict=True)]
     items = [
         {"text": stored_text(m, memory.config.max_turn_chars), "role": m.role, "turn_id": tid} for m, tid in zip(messages, tids, strict=True) if tid is not None
     ]
@@ -336,8 +363,9 @@ def chat_context(
     tools: bool = True,
 ) -> list[Message]:
     """The messages a model should see: system messages first (outside ``l_max``), then the turns
-    memory recalls for the latest user message, then the current exchange (that message and
-    everything after it: tool calls and their results stay together, in order)."""
+    memory recalls for the latest user message with text (:func:`recall_query`), then the current
+    exchange (the latest user message and everything after it: tool calls and their results stay
+    together, in order). An exchange whose user message has no text is not stored (:class:`Exchanges`)."""
     ids = _turn_ids(messages, memory)
     if record:
         _store(messages, ids, memory, tools)
@@ -346,8 +374,8 @@ def chat_context(
     if start is None:
         return list(messages)
     current = [m for m in messages[start:] if m.role != "system"]
-    if not messages[start].text.strip():
-        return [*system, *current]  # a user message with no text (e.g. only an image): nothing to rebuild for
-    exclude = set(ids[start:])
-    history = recall(memory, messages[start].text, exclude=exclude, l_max=l_max, top_k=top_k)
+    query = recall_query(messages, memory)
+    if query is None:
+        return [*system, *current]
+    history = recall(memory, query, exclude=set(ids[start:]), l_max=l_max, top_k=top_k)
     return [*system, *history, *current]

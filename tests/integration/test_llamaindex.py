@@ -219,6 +219,26 @@ def test_chat_memory_keeps_tool_exchanges_whole(minilm):
     assert got[-2:] == [call, result] and got[-3].content == "add 2 and 2" and got[-3].role == MessageRole.USER
 
 
+def test_chat_memory_after_an_empty_user_message_recalls_and_stores_no_reply_alone(minilm):
+    # Issue 78 #12, as the block was fixed: a user message with no text (an image alone) gave the
+    # model no memory, and its reply was stored as an assistant turn with no question before it.
+    mem = _memory(minilm, l_max=200, dates=False)
+    for i in range(6):
+        mem.put(ChatMessage(role=MessageRole.USER, content=f"Fact {i}: my bike is a green Brompton number {i}."))
+        mem.put(ChatMessage(role=MessageRole.ASSISTANT, content=f"Noted fact {i}."))
+    empty = ChatMessage(role=MessageRole.USER, content="")
+    mem.put(empty)
+    sent = mem.get()  # no input, as agents call aget(); a chat engine passes the message's text, ""
+    assert sent == mem.get("") and sent[-1] is empty
+    assert any("green Brompton" in (m.content or "") for m in sent[:-1])  # rebuilt for the latest user message with text
+    mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="You sent an empty message; your bike is a green Brompton."))
+    mem.put(ChatMessage(role=MessageRole.USER, content="Thanks. Will it rain in Oslo tomorrow?"))
+    mem.put(ChatMessage(role=MessageRole.ASSISTANT, content="Light rain after two."))
+    stored = [(t.role, t.text) for t in mem.core.turns()]
+    assert not any(t.startswith("You sent") for _, t in stored)  # the reply to the empty message is not stored alone
+    assert [r for r, _ in stored] == ["user", "assistant"] * 7  # every reply follows its question
+
+
 def test_chat_engine_over_a_long_conversation(minilm):
     from llama_index.core.chat_engine import SimpleChatEngine
 

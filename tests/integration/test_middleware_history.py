@@ -69,6 +69,30 @@ def test_one_memory_given_to_the_middleware_needs_no_thread_id(minilm):
     assert len(model.seen) == 2
 
 
+def test_an_empty_user_message_gets_memory_and_its_reply_is_not_stored_alone(minilm, chroma_dir):
+    # Issue 78 #12, as LlamaIndex's block was fixed: a user message with no text (an image alone) gave
+    # the model no memory, and the reply to it was stored as an assistant turn with no question before it.
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    mw = MomentaryContextMiddleware(path=chroma_dir, embedders=[minilm])
+    model = _model(4)
+    agent = create_agent(model, tools=[], middleware=[mw], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "image"}}
+    agent.invoke({"messages": [HumanMessage(content="I ride a green Brompton.")]}, cfg)
+    agent.invoke({"messages": [HumanMessage(content="My sister is called Ana.")]}, cfg)
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    agent.invoke({"messages": [HumanMessage(content=[image])]}, cfg)
+    seen = model.seen[-1]
+    assert seen[-1].content == [image]
+    assert any("green Brompton" in str(m.content) for m in seen[:-1])  # recalled for the latest user message with text
+    agent.invoke({"messages": [HumanMessage(content="Will it rain in Oslo tomorrow?")]}, cfg)
+    stored = mw.memory_for("image").turns()
+    assert "Reply 2." not in [t.text for t in stored]  # the reply to the image alone is not stored
+    assert [t.role for t in stored] == ["user", "assistant"] * 3  # every reply follows its question
+    mw.close()
+
+
 def _door_code_thread(mw: MomentaryContextMiddleware, n: int = 4):
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
