@@ -365,6 +365,42 @@ def test_hierarchical_retrieval_through_langchain(minilm):
     assert src[got[0].metadata["start"] : got[0].metadata["end"]] == got[0].page_content
 
 
+BROMPTON = " ".join(
+    [
+        "The Brompton folding bicycle was designed by Andrew Ritchie in London in 1975.",
+        "Its hinge lets the frame fold in half in about twenty seconds.",
+        "Early frames were brazed by hand in a small workshop under a railway arch.",
+        "The company moved its factory to Greenford in west London in 2015.",
+        "Each bicycle is still brazed by a named craftsman who signs the frame.",
+        "The standard model has a steel frame and sixteen inch wheels.",
+        "A titanium version saves about a kilogram of weight.",
+        "Riders in cities use them to combine cycling with trains and buses.",
+    ]
+)
+
+
+@pytest.mark.parametrize("prune", ["none", "scorer"])
+def test_a_mindref_window_cut_to_fit_reports_each_part_it_keeps_in_its_document(minilm, prune):
+    # Issue 78 #6: after a cut, a window's start/end are its window's (text[start:end] is the whole
+    # window, not what the model reads); meve_spans give each part the model reads, as offsets from
+    # start, cut alone or pruned then cut (the latter indexed the pruned text before last session's fix).
+    from meve.pipeline.prune import GAP_MARK
+
+    docs = [Document(page_content=BROMPTON, metadata={"title": "Brompton"}, id="bike"), Document(page_content="Tea is a drink made from leaves.", id="tea")]
+    config = MeVeConfig(passage_tokens=120, t_max=30, prune=prune, prune_gate=0.0)
+    r = MeVeRetriever.from_documents(docs, embedder=minilm, config=config)
+    question = "Who designed the Brompton folding bicycle and where is its factory?"
+    result = r.meve.run(question)
+    (window,) = result.documents
+    (got,) = r.invoke(question)
+    assert got.page_content == window.text and got.metadata["meve_cut"] is True and window.id in result.phase("budget").info["cut"]
+    start, end, spans = got.metadata["start"], got.metadata["end"], got.metadata["meve_spans"]
+    assert (window.metadata["start"], window.metadata["end"]) == (start, end) and BROMPTON[start:end] != got.page_content  # the window's own offsets
+    assert [list(s) for s in window.spans] == spans and (len(spans) > 1) == (prune == "scorer")
+    assert all(0 <= a < b <= end - start for a, b in spans)
+    assert GAP_MARK.join(BROMPTON[start + a : start + b] for a, b in spans) == got.page_content  # each part the model reads
+
+
 def test_middleware_without_a_thread_id_refuses_to_share_a_default_session(minilm, chroma_dir):
     from langchain.agents import create_agent
 
