@@ -314,7 +314,9 @@ def test_memory_block_after_an_empty_user_message_recalls_and_stores_no_reply_al
     stored = [(t.role, t.text) for t in core.turns()]
     assert ("user", "Thanks. Will it rain in Oslo tomorrow afternoon, do you think?") in stored  # flushed past the empty exchange
     assert not any(t.startswith("You sent") for _, t in stored)  # the reply to the empty message is not stored alone
-    assert [r for r, _ in stored] == ["user", "assistant"] * (len(stored) // 2)  # every reply follows its question
+    # Every reply follows its question; the newest question's reply may still wait in the queue
+    # (LlamaIndex before 0.14.9 can flush a user message without the reply after it).
+    assert [r for r, _ in stored] == ["user", "assistant"] * (len(stored) // 2) + ["user"] * (len(stored) % 2)
 
 
 def test_hierarchical_retrieval_through_llamaindex(minilm):
