@@ -5,7 +5,7 @@ Two budget rules, everything else as shipped (``MeVeConfig()``, ``t_max`` 512):
 - ``skip`` (0.6.0 and before): packing takes, in priority order, each passage that fits whole; one
   that does not is passed over while a smaller, lower-ranked one may still fit; only when nothing
   fits is the first cut to its best excerpt.
-- ``keep_best`` (0.6.1): the first passage that does not fit whole is cut to its best excerpt
+- ``keep_best`` (0.7.0): the first passage that does not fit whole is cut to its best excerpt
   within the room left (:func:`meve.pipeline.phases.pack_budget`); one cut at most.
 
 The rule has no knob, so two settings were tried. Protocol, stated before any figure was read: on

@@ -18,7 +18,7 @@ from meve.scoring.embedders import SentenceTransformerEmbedder
 from meve.scoring.late_interaction import LateInteractionScorer
 from meve.scoring.protocols import Embedder, Scorer
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 __all__ = [
     "ConfigError",
