@@ -149,21 +149,22 @@ def test_pack_budget_cuts_the_first_passage_that_does_not_fit_rather_than_pass_i
     # Issue 77: a 0.99 passage of 1,000 tokens before a 0.87 one of 400 at t_max 512 was dropped
     # for the worse one, which fitted whole. Offered to ``cut`` with the room left, it keeps its best part.
     cands = (p("best", relevance=0.99), p("worse", relevance=0.87), p("small", relevance=0.5))
-    offered: list[tuple[str, int, int]] = []
+    offered: list[tuple[str, int, int, bool]] = []
 
-    def cut(passage, tokens, room):
-        offered.append((passage.id, tokens, room))
+    def cut(passage, tokens, room, alone):
+        offered.append((passage.id, tokens, room, alone))
         return passage.with_(text="best part", tokens=room - 12)
 
     out = pack_budget(cands, [1000, 400, 10], t_max=512, separator_tokens=1, cut=cut)
-    assert offered == [("best", 1000, 512)]  # once, with the whole budget as its room
+    assert offered == [("best", 1000, 512, True)]  # once, with the whole budget as its room, nothing else taken yet
     assert [c.id for c in out.kept] == ["best", "small"] and out.kept[0].text == "best part"
     assert out.info["cut"] == {"best": {"tokens_whole": 1000, "tokens_kept": 500}} and out.info["packed_tokens"] == 500 + 11
     assert [d.id for d in out.dropped] == ["worse"]
-    # One cut at most: a passage whose best part does not fit is skipped, and the next that does not fit whole is offered.
+    # A passage whose best part does not fit is skipped, and the next that does not fit whole is offered.
     offered.clear()
-    out = pack_budget(cands, [300, 400, 10], t_max=512, separator_tokens=1, cut=lambda c, n, room: offered.append((c.id, n, room)) or None)
-    assert [c.id for c in out.kept] == ["best", "small"] and offered == [("worse", 400, 211)]
+    four = (*cands, p("tiny"))
+    out = pack_budget(four, [300, 400, 600, 10], t_max=512, separator_tokens=1, cut=lambda c, n, room, alone: offered.append((c.id, n, room, alone)) or None)
+    assert [c.id for c in out.kept] == ["best", "tiny"] and offered == [("worse", 400, 211, False), ("small", 600, 211, False)]
 
 
 def test_pack_budget_caps_the_number_of_passages():

@@ -238,8 +238,8 @@ def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace, *, read_o
     nothing verified, no model to load) to its opening sentences instead."""
     cfg = q.cfg
 
-    def cut(passage: Passage, _tokens: int, room: int) -> Passage | None:
-        return cut_one(q, passage, limit=room, read_order=read_order)
+    def cut(passage: Passage, _tokens: int, room: int, alone: bool) -> Passage | None:
+        return cut_one(q, passage, limit=room, read_order=read_order, split_words=alone)
 
     counts = [trace.tokens([p]) for p in passages]
     out, _, total = pack_context(passages, counts, q.counter, cfg.t_max, cfg.separator, cfg.max_passages, cut)
@@ -253,15 +253,17 @@ def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace, *, read_o
     return Step(out, info=info)
 
 
-def cut_one(q: Query, passage: Passage, *, limit: int | None = None, read_order: bool = False) -> Passage | None:
+def cut_one(q: Query, passage: Passage, *, limit: int | None = None, read_order: bool = False, split_words: bool = True) -> Passage | None:
     """``passage`` (over ``limit`` tokens, t_max by default) cut to the run of sentences
     around the one the scorer rates highest that fits ``limit`` (:func:`~meve.pipeline.prune.cut_to_fit`),
-    or, with ``read_order``, around its first (no model reads the query); a sentence longer than
-    the limit is split at whitespace first, or into pieces of characters where it has none
-    (Chinese, base64)."""
+    or, with ``read_order``, around its first (no model reads the query). With ``split_words``
+    (the context is otherwise empty) a sentence longer than the limit is split at whitespace first,
+    or into pieces of characters where it has none (Chinese, base64); beside other passages only
+    whole sentences are kept, since a piece of one ("the pedals") tells the model nothing."""
     limit = q.cfg.t_max if limit is None else limit
     spans = sentence_spans(passage.text) or [(0, len(passage.text))]
-    spans = word_windows(passage.text, spans, count_many(q.counter, [passage.text[a:b] for a, b in spans]), limit)
+    if split_words:
+        spans = word_windows(passage.text, spans, count_many(q.counter, [passage.text[a:b] for a, b in spans]), limit)
     if read_order:
         scores = np.linspace(1.0, 0.0, num=len(spans))
     else:
