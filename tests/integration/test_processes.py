@@ -145,8 +145,10 @@ def _spawn(tmp_path: Path, *args: str, kill: str = "", stdin: bool = False) -> s
 def _line(proc: subprocess.Popen[str], timeout: float = 60.0) -> str:
     """The child's next line of output, or a failure with its stderr (bounded in time)."""
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    line = proc.stdout.readline() if ready else ""
+    # poll, not select: select refuses a descriptor numbered past 1024, which a long suite's process reaches
+    poller = select.poll()
+    poller.register(proc.stdout, select.POLLIN)
+    line = proc.stdout.readline() if poller.poll(timeout * 1000) else ""
     if not line:
         proc.kill()
         pytest.fail(f"no output from the child in {timeout} s; stderr: {proc.communicate()[1][-2000:]}")

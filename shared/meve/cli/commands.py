@@ -81,13 +81,20 @@ def _report(console: Any, skipped: list[tuple[str, str]], unmatched: list[str]) 
 
 def _store(args: argparse.Namespace, chunks: list[tuple[str, str, dict[str, Any]]], sources: list[str]) -> str:
     """Add ``chunks`` to the collection (and, with ``--replace``, delete what they replace); the summary line."""
-    from meve.pipeline.meve import MeVe
-    from meve.retrieval.chroma import chroma_call, chroma_client, made_by_open
-    from meve.retrieval.passage_windows import PassageWindows
+    from meve.retrieval.chroma import held_client, made_by_open
 
     if made_by_open(args.db) is not None:  # a new directory: a model that cannot load must not leave it behind
         _embedder(None, args.precision).encode(["load the model"])
-    client = chroma_client(args.db)
+    with held_client(args.db) as client:
+        return _store_in(client, args, chunks, sources)
+
+
+def _store_in(client: Any, args: argparse.Namespace, chunks: list[tuple[str, str, dict[str, Any]]], sources: list[str]) -> str:
+    """:func:`_store` with the client open."""
+    from meve.pipeline.meve import MeVe
+    from meve.retrieval.chroma import chroma_call
+    from meve.retrieval.passage_windows import PassageWindows
+
     todo = Plan(add=list(range(len(chunks))))
     # Every call goes through chroma_call: other processes sharing the directory must see these writes.
     listed = {c.name for c in chroma_call("list collections", client.list_collections)}
@@ -197,9 +204,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 def _open_meve(args: argparse.Namespace, db: str) -> Any:
     """MeVe over the collection in the Chroma directory ``db`` (a read-only copy of ``args.db``)."""
     from meve.pipeline.meve import MeVe
-    from meve.retrieval.chroma import chroma_client
+    from meve.retrieval.chroma import copy_client
 
-    client = chroma_client(db, create=False)
+    client = copy_client(db)
     names = [c.name for c in client.list_collections()]
     if args.collection not in names:
         raise MeVeError(f"no collection {args.collection!r} in {args.db}; collections there: {names or 'none'} (run `meve index` first)")

@@ -71,13 +71,13 @@ def _corpus(args: argparse.Namespace) -> Iterator[tuple[Any, str | None]]:
     wrote) as ``{id: text}``, checked against the questions' evidence ids before any model loads."""
     from meve.evaluate.questions import check_evidence_ids
     from meve.evaluate.sources import FOREIGN_NOTE, chroma_passages, llamaindex_passages, made_by_meve
-    from meve.retrieval.chroma import chroma_call, chroma_client, read_only_copy
+    from meve.retrieval.chroma import chroma_call, copy_client, read_only_copy
 
     if args.llamaindex is not None:
         passages, note = llamaindex_passages(args.llamaindex), FOREIGN_NOTE.format(source=f"LlamaIndex persist dir {args.llamaindex}")
     else:
         with read_only_copy(args.db) as db:
-            client = chroma_client(db, create=False)
+            client = copy_client(db)
             names = [c.name for c in chroma_call("list collections", client.list_collections)]
             collection = chroma_call("open the collection", client.get_collection, args.collection) if args.collection in names else None
             if collection is None or made_by_meve(collection):
@@ -108,11 +108,11 @@ def _check_before_models(args: argparse.Namespace, db: str) -> None:
     """What can be refused before a model loads: each evidence id against the collection's ids
     (read from Chroma alone), naming the questions file and the line."""
     from meve.evaluate.questions import check_evidence_ids
-    from meve.retrieval.chroma import chroma_call, chroma_client
+    from meve.retrieval.chroma import chroma_call, copy_client
 
     if not args.questions or not any(q.evidence_ids for q in args.questions):
         return
-    client = chroma_client(db, create=False)
+    client = copy_client(db)
     names = [c.name for c in chroma_call("list collections", client.list_collections)]
     if args.collection not in names:
         return  # _open_meve names it

@@ -198,6 +198,29 @@ def release_client(path: str | os.PathLike[str]) -> None:
             owned.client.close()
 
 
+def copy_client(copy: str | os.PathLike[str]) -> Any:
+    """The client :func:`read_only_copy` holds on its ``copy``, closed when the copy is removed:
+    a client opened there apart would keep Chroma's files (deleted with the copy) open for the
+    rest of the process."""
+    with _owned_lock:
+        owned = _owned.get(Path(copy).expanduser().resolve())
+    if owned is None:
+        raise StoreError(f"{str(copy)!r} is not a copy read_only_copy holds open")
+    return owned.client
+
+
+@contextmanager
+def held_client(path: str | os.PathLike[str], *, create: bool = True) -> Iterator[Any]:
+    """:func:`acquire_client` for the length of a ``with`` block, then released (a command that
+    returns must not leave Chroma's files open in a process that goes on: ``meve.cli.main`` called
+    from a program, or a test suite)."""
+    client = acquire_client(path, create=create)
+    try:
+        yield client
+    finally:
+        release_client(path)
+
+
 @contextmanager
 def read_only_copy(path: str | os.PathLike[str]) -> Iterator[str]:
     """A private copy of the Chroma directory at ``path``, removed on exit, for callers that only read.
