@@ -18,8 +18,36 @@ pytestmark = pytest.mark.integration
 
 
 def _sources(db: Path) -> set[str]:
-    got = chroma_client(str(db)).get_collection("meve").get(include=["metadatas"])
+    client = chroma_client(str(db))
+    try:
+        got = client.get_collection("meve").get(include=["metadatas"])
+    finally:
+        client.close()
     return {m["source"] for m in got["metadatas"]}
+
+
+def _open_under(folder: Path) -> list[str]:
+    """Files under ``folder`` this process holds open."""
+    fds = Path("/proc/self/fd")
+    held = []
+    for fd in fds.iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith(str(folder.resolve())):
+            held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd (Linux)")
+def test_meve_index_returns_with_no_file_of_the_index_left_open(tmp_path, capsys):
+    # A program calling meve.cli.main (or this suite) kept every index's Chroma files open: 252
+    # descriptors after test_cli.py, and the suite's processes tests passed select()'s 1,024.
+    (tmp_path / "notes.md").write_text("The draisine was built by Karl Drais in 1817. It had no pedals.\n")
+    assert main(["index", str(tmp_path / "notes.md"), "--db", str(tmp_path / "db")]) == 0
+    capsys.readouterr()
+    assert _open_under(tmp_path / "db") == []
 
 
 def _corpus(root: Path) -> Path:
