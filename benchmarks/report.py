@@ -461,7 +461,12 @@ def long_budget_facts(d: dict[str, Any]) -> dict[str, Any]:
                 f"chose {c['rule']} (target: the new rule chosen).",
             )
         )
-    return {"d": d, "rows": table(rows), "targets": targets}
+    every = {
+        r: sum(d["dev"][v][s]["arms"][r]["margin"] for v in d["dev"] for s in d["dev"][v]) / sum(len(x) for x in d["dev"].values())
+        for r in ("skip", "keep_best")
+    }
+    shipped = max(every, key=lambda r: (every[r], r == "skip"))
+    return {"d": d, "rows": table(rows), "targets": targets, "all_dev": {r: f"{m:+.4f}" for r, m in every.items()}, "shipped": shipped}
 
 
 def _same_work(ing: dict[str, Any]) -> str:
