@@ -43,7 +43,8 @@ def test_evaluate_reads_a_llamaindex_persist_dir_over_its_own_nodes(tmp_path, ca
     report = json.loads((tmp_path / "ev" / "report.json").read_text())
     assert report["passages"] == len(nodes) and report["questions"] == len(qs.read_text().splitlines())
     assert report["verdict"].startswith("MeVe (this config) is ") and "top-k at equal tokens" in report["verdict"]
-    assert printed.splitlines()[0] == report["verdict"]  # the first thing the user reads
+    # The first thing the user reads (LlamaIndex before 0.14.5 prints its own "Loading ..." line as it loads the docstore)
+    assert next(line for line in printed.splitlines() if not line.startswith("Loading llama_index")) == report["verdict"]
     assert "LlamaIndex persist dir" in report["notes"][0] and "embedded again" in report["notes"][0]
     assert any(n.startswith("answers: a question's answer strings are alternatives") for n in report["notes"])
     md = (tmp_path / "ev" / "report.md").read_text()
