@@ -189,7 +189,7 @@ class Hierarchy:
     # -- ingestion ------------------------------------------------------------------------
     def add(self, documents: Sequence[Document], vectors: Vectors, *, show_progress: bool = False, batch_size: int = 256) -> None:
         """Window, embed and store ``documents``; ids already stored (by any handle) are refused."""
-        from tqdm.auto import tqdm
+        from meve.core.progress import progress_bar
 
         clash = [d.id for d in documents if d.id in self._position]
         for start in range(0, len(documents), 1000):  # SQLite caps the variables of one statement
@@ -198,7 +198,7 @@ class Hierarchy:
         if clash:
             raise InputError(f"documents already stored: {sorted(set(clash))[:5]}; use new ids")
         windows = [(d, a, b) for d in documents for a, b in sentence_windows(d.text, self.passage_tokens, self.counter)]
-        bar = tqdm(total=len(windows) + len(documents), desc="meve: embedding windows", unit="text", disable=not show_progress)
+        bar = progress_bar(len(windows) + len(documents), desc="meve: embedding windows", unit="text", show=show_progress)
         ingestion = Ingestion([d.id for d in documents])
         self._doc_store.record_ingestion(ingestion, writing=True)  # ended when every document is stored: a crash leaves the mark
         try:

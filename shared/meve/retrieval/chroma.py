@@ -242,11 +242,8 @@ def read_only_copy(path: str | os.PathLike[str]) -> Iterator[str]:
         except OSError as exc:
             raise StoreError(f"cannot read the Chroma directory {str(path)!r}: {exc}") from exc
         try:
-            acquire_client(copy, create=False)
-            try:
+            with held_client(copy, create=False):
                 yield str(copy)
-            finally:
-                release_client(copy)
         except (InputError, StoreError) as exc:  # name the user's directory, not the copy
             raise type(exc)(str(exc).replace(str(copy), str(path))) from exc
 

@@ -151,7 +151,7 @@ class Models:
         keeps their token vectors, in memory and on disk), so no query reads them; returns how
         many went through the model (those kept already, here or on disk, do not). Other
         verifiers read a passage with each query, so for them this only loads the model."""
-        from tqdm.auto import tqdm
+        from meve.core.progress import progress_bar
 
         self.embedder.encode(["warm up"])
         warm_up_scorer(self.scorer)
@@ -160,7 +160,7 @@ class Models:
             return 0
         todo = list(dict.fromkeys(texts))
         before = scorer.encoded_ahead
-        with tqdm(total=len(todo), desc="meve: reading passages", unit="passage", disable=not show_progress) as bar:
+        with progress_bar(len(todo), desc="meve: reading passages", unit="passage", show=show_progress) as bar:
             for start in range(0, len(todo), batch_size):
                 scorer.embed_passages(todo[start : start + batch_size])
                 bar.update(len(todo[start : start + batch_size]))
