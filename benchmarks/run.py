@@ -40,6 +40,7 @@ SECTIONS = (
     "memory_late",
     "memory_weights",
     "memory_anchor",
+    "memory_ranker",
     "verifier",
     "token_store",
     "int8",
@@ -70,7 +71,8 @@ SECTIONS = (
 # signal for chat memory on dev splits (issue 64 #3); the BM25 weight's trade, and two per-query choices of which
 # signal to trust, across the memory sets (dev); each passage read once, at ingestion, in the framework paths,
 # timed in new processes (issue 75); the budget rule that keeps the best, chosen leave-one-dataset-out over each set's
-# own passages and the two long-chunk variants (issue 77).
+# own passages and the two long-chunk variants (issue 77); the learned memory ranker left out set by set on dev splits
+# (issue 76: its test step is `python -m benchmarks.memory_ranker --test`, run once).
 OPT_IN = (
     "context_long",
     "long_orderings",
@@ -87,6 +89,7 @@ OPT_IN = (
     "memory_late",
     "memory_weights",
     "memory_anchor",
+    "memory_ranker",
     "tune_ceiling",
 )
 
@@ -214,6 +217,10 @@ def main() -> None:
         from benchmarks import memory_anchor
 
         save("memory_anchor", memory_anchor.run(data))
+    if "memory_ranker" in only:
+        from benchmarks import memory_ranker
+
+        save("memory_ranker", memory_ranker.run(data))
     if "memory_late" in only:
         from benchmarks import memory_late
 
