@@ -1,6 +1,7 @@
-"""Chat memory, issue 76 items 1 and 4: one learned ranker over the memory's signals instead of its
-hand rules, measured leave-one-dataset-out on the dev splits; then, only with ``--test``, once on
-the test splits.
+"""Chat memory, issue 76 items 1 and 4: a learned ranker in place of the memory's hand rules.
+
+Measured leave-one-dataset-out on the dev splits; then, only with ``--test``, once on the test
+splits.
 
 What is learned. Per question, the candidates are what the memory's rebuild reads
 (:mod:`meve.memory.rebuild` through the replay, with the latest exchange competing instead of kept
@@ -44,11 +45,13 @@ The rule that chooses (issue 76 item 4), fixed before any figure:
 
 Splits come from the one registry (:mod:`benchmarks.harness.splits`): training reads dev questions
 only (the loaders also return the test conversations, which are neither embedded nor scored without
-``--test``). ``--save PATH`` writes the chosen ranker fitted on all seven dev splits and records its
-items in ``benchmarks/fitted/memory_ranker.json`` (``tests/unit/test_splits.py`` fails on a test item).
+``--test``). ``--save PATH`` writes the chosen ranker fitted on all seven dev splits (or those
+``--save-sets`` names: LoCoMo and PrefEval are CC BY-NC 4.0, see ``meve/weights/MEMORY_RANKER_CARD.md``)
+and records its items in ``benchmarks/fitted/memory_ranker.json`` (``tests/unit/test_splits.py``
+fails on a test item).
 
     python -m benchmarks.run --full --only memory_ranker [--data DIR]     # steps 1-3 (dev splits)
-    python -m benchmarks.memory_ranker --test [--data DIR] [--save PATH]  # steps 1-4 (reads test once)
+    python -m benchmarks.memory_ranker --test [--data DIR] [--save PATH [--save-sets a,b]]  # steps 1-4
 """
 
 from __future__ import annotations
@@ -255,22 +258,28 @@ def final_step(sets: Mapping[str, Mapping[str, list[Conversation]]], preps: Mapp
     return out
 
 
-def save_chosen(preps: Mapping[str, Prepared], chosen: str, path: Path) -> Path:
-    """The chosen ranker fitted on every set's dev split, written to ``path``; its items recorded."""
+def save_chosen(preps: Mapping[str, Prepared], chosen: str, path: Path, sets: Sequence[str] | None = None) -> Path:
+    """The chosen ranker fitted on the dev splits of ``sets`` (default: every set; the model card
+    says why a shipped one may leave out a set whose licence is non-commercial), written to
+    ``path``; its items recorded in ``benchmarks/fitted/memory_ranker.json``."""
     setting = next((s for s in SETTINGS if name_of(s) == chosen), None)
     if setting is None:
         raise SystemExit(f"the rule chose {chosen!r}, not a ranker: nothing to save")
-    model = train(preps, list(preps), setting["l2"])
-    about = {**model.about, "setting": setting, "embedder": preps[next(iter(preps))].replays[0].embedder, "command": COMMAND}
+    names = list(sets) if sets else list(preps)
+    if unknown := [n for n in names if n not in preps]:
+        raise SystemExit(f"--save-sets {unknown} are not among the sets: {', '.join(preps)}")
+    model = train(preps, names, setting["l2"])
+    about = {**model.about, "setting": setting, "embedder": preps[names[0]].replays[0].embedder, "command": COMMAND}
     Ranker(model.features, model.weights, model.bias, about).save(path)
-    items = [it.qid for p in preps.values() for it in p.items]
+    items = [it.qid for n in names for it in preps[n].items]
     knob = "meve.memory.ranker weights (issue 76), fitted on these dev questions"
-    write_fitted("memory_ranker", knob, items, COMMAND, {"setting": setting, "path": str(path)})
+    write_fitted("memory_ranker", knob, items, COMMAND, {"setting": setting, "path": str(path), "sets": names})
     return path
 
 
-def run(data: Path, *, test: bool = False, save: Path | None = None) -> dict[str, Any]:
-    """Steps 1-3 (dev), and step 4 with ``test``; ``save``: write the chosen ranker there."""
+def run(data: Path, *, test: bool = False, save: Path | None = None, save_sets: Sequence[str] | None = None) -> dict[str, Any]:
+    """Steps 1-3 (dev), and step 4 with ``test``; ``save``: write the chosen ranker there, fitted
+    on the dev splits of ``save_sets`` (default: all)."""
     t0 = time.perf_counter()
     sets = {n: s for n, s in ml.conversations(data).items() if n in ml.LODO_SETS}
     out, preps = dev_step(sets)
@@ -280,7 +289,7 @@ def run(data: Path, *, test: bool = False, save: Path | None = None) -> dict[str
         out["test"] = final_step(sets, preps, chosen)
         embedder().save()
     if save is not None:
-        out["saved"] = str(save_chosen(preps, chosen, save))
+        out["saved"] = str(save_chosen(preps, chosen, save, save_sets))
     out["elapsed_s"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -291,8 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
     ap.add_argument("--test", action="store_true", help="step 4: the chosen setting on the test splits, read once")
     ap.add_argument("--save", type=Path, help="write the chosen ranker, fitted on every dev split, to this JSON file")
+    ap.add_argument("--save-sets", help="comma-separated sets the saved ranker is fitted on (default: all seven; see the model card on licences)")
     args = ap.parse_args(argv)
-    out = run(data_dir(args.data), test=args.test, save=args.save)
+    sets = args.save_sets.split(",") if args.save_sets else None
+    out = run(data_dir(args.data), test=args.test, save=args.save, save_sets=sets)
     out["command"] = "python -m benchmarks.memory_ranker" + (" --test" if args.test else "")
     out["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     path = RESULTS / ("memory_ranker_test.json" if args.test else "memory_ranker.json")

@@ -70,6 +70,9 @@ def test_the_dev_step_replays_every_setting_left_out_and_the_rule_chooses(monkey
     model = Ranker.load(mr.save_chosen(preps, chosen, tmp_path / "memory_ranker.json"))
     assert model.about["sets"] == list(SETS) and model.about["embedder"] == "hash-64"
     assert sorted(recorded["items"]) == sorted(q.id for s in SETS.values() for c in s["dev"] for q in c.questions)
+    two = Ranker.load(mr.save_chosen(preps, chosen, tmp_path / "two.json", ["set0", "set2"]))
+    assert two.about["sets"] == ["set0", "set2"]
+    assert sorted(recorded["items"]) == sorted(q.id for n in ("set0", "set2") for q in SETS[n]["dev"][0].questions)
 
 
 def row(margin: float, lo: float, hi: float) -> dict[str, object]:
