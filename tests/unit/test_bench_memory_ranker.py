@@ -54,7 +54,7 @@ SETS = {f"set{s}": {"dev": [conversation(f"s{s}-dev", s)], "test": [conversation
 
 def test_the_dev_step_replays_every_setting_left_out_and_the_rule_chooses(monkeypatch, tmp_path):
     out, preps = mr.dev_step(SETS, emb=HashEmbedder())
-    assert out["rule"]["settings_tried"] == 7 == len(out["settings"]) and out["settings"][0] == mr.SHIPPED
+    assert out["rule"]["settings_tried"] == 1 + len(mr.SETTINGS) == 9 == len(out["settings"]) and out["settings"][0] == mr.SHIPPED
     assert out["rule"]["chosen"] in out["settings"]
     for n in SETS:
         assert out["evidence_among_candidates"][n] == 1.0  # every question's evidence is a candidate

@@ -14,7 +14,7 @@ from meve import get_token_counter
 from meve.core.errors import InputError
 from meve.memory import features
 from meve.memory.features import NAMES, QuerySignals, gather, matrix, term_coverage
-from meve.memory.fill import MIN_CUT, fill_by_score
+from meve.memory.fill import MIN_CUT, fill_by_score, with_partners
 from meve.memory.log import Snapshot
 from meve.memory.ranker import FORMAT, VERSION, Ranker, fit, order_by_score
 from meve.memory.records import Turn
@@ -215,3 +215,12 @@ def test_the_fill_cuts_the_first_turn_that_does_not_fit_the_room_left_and_counts
     assert list(tiny.picked) == [2] and not tiny.reasons[1][0]  # too little room for a cut worth a line
     with pytest.raises(ValueError, match="dates decided"):
         fill_by_score(snap, COUNTER, [0], l_max=100, dates="auto", query="x")  # type: ignore[arg-type]
+
+
+def test_a_partner_turn_is_lifted_toward_its_anchor_as_the_shipped_fill_lifts_it():
+    # 10 and 11 are an exchange; 11 scores low on its own, 10 high: lifted to 0.5 x 0.9 + 0.5 x 0.1 = 0.5, it passes 20 (0.4)
+    partner = {10: 11, 11: 10, 20: 21, 21: 20, 30: None}.get
+    order = with_partners([10, 20, 30, 11], [0.9, 0.4, 0.3, 0.1], partner, 0.5)
+    assert order == [10, 11, 20, 30, 21]  # 21, outside the order, scores 0 of its own: 0.5 x 0.4 = 0.2
+    # weight 0: a partner is worth its own score alone, so nothing moves and an unscored partner stays out of the running at 0
+    assert with_partners([10, 20, 30, 11], [0.9, 0.4, 0.3, 0.1], partner, 0.0)[:4] == [10, 20, 30, 11]

@@ -14,7 +14,7 @@ Not wired into :class:`meve.MomentaryMemory`: ``benchmarks/memory_ranker.py`` me
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from meve.core.budget import Ledger, shrink_to_fit
@@ -24,7 +24,7 @@ from meve.memory.records import Turn
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
 from meve.memory.select import Selection
 
-__all__ = ["MIN_CUT", "TURN_SHARE", "fill_by_score"]
+__all__ = ["MIN_CUT", "TURN_SHARE", "fill_by_score", "with_partners"]
 
 #: The most of ``l_max`` one turn's text may take (issue 76: "no single turn may take the budget
 #: while others score"); a product rule like the latest exchange's cut, not a tuned value.
@@ -58,6 +58,25 @@ class _Lines:
         if role not in self._heads:
             self._heads[role] = self.counter.count(render_turn(replace(self.snap.turns[i], text="")))
         return self._heads[role]
+
+
+def with_partners(order: Sequence[int], scores: Sequence[float], partner: Callable[[int], int | None], weight: float) -> list[int]:
+    """``order`` (positions, best first, ``scores`` theirs) with each turn's partner turn competing
+    at its worth lifted toward its anchor's, as the rule-based fill lifts it
+    (:func:`meve.memory.select.select_turns`, ``partner_weight``): ``weight`` x the anchor's score +
+    (1 - ``weight``) x its own, or its own alone if higher. A reply the query does not match still
+    comes in after a strong anchor, taking the budget only from turns worth less. Ties keep
+    ``order``, an anchor before its partner; a partner outside ``order`` has its own score 0."""
+    own = dict(zip(order, (float(s) for s in scores), strict=True))
+    worth: dict[int, tuple[float, int, bool]] = {i: (own[i], k, False) for k, i in enumerate(order)}
+    for k, i in enumerate(order):
+        j = partner(i)
+        if j is None:
+            continue
+        lifted = weight * own[i] + (1.0 - weight) * own.get(j, 0.0)
+        if lifted > worth.get(j, (-1.0, 0, False))[0]:
+            worth[j] = (lifted, k, True)
+    return sorted(worth, key=lambda i: (-worth[i][0], worth[i][1], worth[i][2]))
 
 
 def fill_by_score(
