@@ -35,6 +35,8 @@ def test_defaults_follow_the_paper_except_where_dev_data_chose():
         ("prioritisation", "mmr", "'redundancy', 'novelty', 'none'"),
         ("retrieval", "sparse", "'dense', 'hierarchical'"),
         ("verify", "yes", "True or False"),
+        ("neighbours", "next", "True or False"),
+        ("neighbours", 1, "True or False"),
     ],
 )
 def test_bad_values_name_field_value_and_allowed(field, value, allowed):
@@ -43,6 +45,11 @@ def test_bad_values_name_field_value_and_allowed(field, value, allowed):
     msg = str(info.value)
     assert field in msg and repr(value) in msg and allowed in msg
     assert isinstance(info.value, ValueError)
+
+
+def test_neighbours_are_off_until_measured():
+    # Issue 77 #2: the default is for benchmarks/long_neighbours.py to choose; until it has, nothing is joined.
+    assert MeVeConfig().neighbours is False and MeVeConfig(neighbours=True).neighbours is True
 
 
 def test_replace_validates_keeps_zero_and_rejects_unknown():

@@ -144,6 +144,10 @@ class MeVeConfig:
         separator: joins packed passages; its tokens count against t_max.
         max_passages: at most this many passages in the context (None: only t_max limits);
             the adapters map their ``k`` onto it.
+        neighbours: after packing, a kept passage whose best sentence (the verifier's) opens or ends its
+            text is joined, as one passage, with its neighbour on that side in its source (LlamaIndex
+            PREVIOUS/NEXT, LangChain ``source``/``start_index``; their overlap once) when the room left in
+            t_max holds what it adds (:mod:`meve.pipeline.neighbours`). Off until measured (benchmarks/long_neighbours.py).
         k_docs: documents chosen by the document stage (hierarchical retrieval).
         passage_tokens: size of the sentence windows scored inside chosen documents.
     """
@@ -179,6 +183,7 @@ class MeVeConfig:
     t_max: int = 512
     separator: str = "\n\n"
     max_passages: int | None = None
+    neighbours: bool = False
     # Ablations.
     verify: bool = True
     fallback: bool = True
@@ -203,7 +208,7 @@ class MeVeConfig:
         _float("prune_ratio", self.prune_ratio, 0.0, 1.0)
         _float("prune_gate", self.prune_gate, 0.0, 1.0)
         _int("t_max", self.t_max, 1)
-        for flag in ("verify", "fallback"):
+        for flag in ("verify", "fallback", "neighbours"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
         _choice("retrieval", self.retrieval, RETRIEVALS)

@@ -157,6 +157,9 @@ class Passage:
     # After sentence pruning: the kept character spans of the stored text, in order; ``text`` is
     # then those spans joined (non-adjacent ones by " … "). None: the text is whole.
     spans: tuple[tuple[int, int], ...] | None = None
+    # After a join with a neighbour in its source (MeVeConfig.neighbours): the ids of the passages
+    # whose texts ``text`` joins, in reading order, this one's among them. None: its own text alone.
+    joined: tuple[str, ...] | None = None
 
     @property
     def score(self) -> float:
@@ -188,6 +191,7 @@ class Passage:
             "relevance": self.relevance,
             "tokens": self.tokens,
             "spans": [list(s) for s in self.spans] if self.spans is not None else None,
+            "joined": list(self.joined) if self.joined is not None else None,
         }
 
 
