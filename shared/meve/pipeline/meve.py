@@ -23,7 +23,7 @@ from meve.pipeline.config_file import ConfigLike, as_config
 from meve.pipeline.ingest import add_windows, ingest, open_windows
 from meve.pipeline.persist import Snapshots, check_index_dir, index_dir_for, open_lexical
 from meve.pipeline.retrieve import Retriever
-from meve.pipeline.runner import PhaseCallback, run_phases
+from meve.pipeline.runner import Neighbours, PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
 from meve.retrieval.chroma import check_collection_name, check_embedder, chroma_call, chroma_client, unique_collection_name
 from meve.retrieval.lexical import Lexical, LexicalIndex
@@ -79,6 +79,8 @@ class MeVe(Retriever):
         self._owned_collections: list[tuple[Any, str]] = []
         self._closed = False
         self._snapshots = Snapshots(None)
+        #: Where passages sit in their sources (``MeVeConfig.neighbours``); the adapters set it from their framework's links.
+        self.neighbours: Neighbours | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def warm_up(self, texts: Sequence[str] | None = None, *, show_progress: bool = True) -> MeVe:
@@ -360,6 +362,7 @@ class MeVe(Retriever):
             lexical=lexical,
             on_phase=on_phase,
             first=first,
+            neighbours=self.neighbours,
         )
 
     async def arun(self, query: str, *, on_phase: PhaseCallback | None = None, **overrides: Any) -> ContextResult:

@@ -21,12 +21,13 @@ from meve.core.logs import log, query_label, warn_once
 from meve.core.records import ContextResult, Dropped, Passage, PhaseRecord
 from meve.core.text import sentence_spans
 from meve.core.tokens import TokenCounter, count_many, read_stamp, stamp_key
+from meve.pipeline.neighbours import Neighbours, Place, facing, join_neighbours, link
 from meve.pipeline.phases import PhaseOutput, drop_redundant, fallback, novelty_select, pack_context, pad, verify_query
 from meve.pipeline.prune import cut_to_fit, prune_sentences, word_windows
 from meve.retrieval.lexical import LexicalSearch
 from meve.scoring.protocols import Embedder, Scorer, Scoring, split_sizes
 
-__all__ = ["PHASES", "PhaseCallback", "cosine_to", "run_phases"]
+__all__ = ["PHASES", "Neighbours", "PhaseCallback", "cosine_to", "run_phases"]
 
 PhaseCallback = Callable[[PhaseRecord], None]
 PHASES: tuple[str, ...] = ("verify", "fallback", "prioritise", "prune", "budget")
@@ -47,6 +48,7 @@ class Query:
     candidates: tuple[Passage, ...]
     scores: dict[str, float] = field(default_factory=dict)
     cut: tuple[str, ...] = ()  # passed tau, left outside the head by the adaptive cut
+    neighbours: Neighbours | None = None  # where passages sit in their sources (MeVeConfig.neighbours)
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,9 @@ class Step:
 
 
 def _key(p: Passage) -> str:
-    # A pruned passage keeps its id but not its text.
-    return p.id if p.spans is None else f"{p.id}@{p.spans}"
+    # A pruned passage keeps its id but not its text; a joined one keeps it with more text.
+    key = p.id if p.spans is None else f"{p.id}@{p.spans}"
+    return key if p.joined is None else f"{key}+{'+'.join(p.joined)}"
 
 
 class Trace:
@@ -79,7 +82,7 @@ class Trace:
         missing = [p for p in passages if _key(p) not in self.counts]
         if missing and self.stamp is not None:
             for p in missing:
-                kept = read_stamp(p.metadata.get(self.stamp), p.text) if p.spans is None else None
+                kept = read_stamp(p.metadata.get(self.stamp), p.text) if p.spans is None and p.joined is None else None
                 if kept is not None:
                     self.counts[_key(p)] = kept
             missing = [p for p in missing if _key(p) not in self.counts]
@@ -243,7 +246,12 @@ def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace, *, read_o
 
     counts = [trace.tokens([p]) for p in passages]
     out, _, total = pack_context(passages, counts, q.counter, cfg.t_max, cfg.separator, cfg.max_passages, cut)
+    joins = join_step(q, out, total, read_order) if cfg.neighbours else None
+    if joins is not None:
+        out, total = joins.out, joins.info["context_tokens"]
     info: dict[str, Any] = {"t_max": cfg.t_max, "token_counter": q.counter.name, "context_tokens": total}
+    if joins is not None:
+        info["neighbours"] = {k: v for k, v in joins.info.items() if k != "context_tokens"}
     cuts = {p.id: {**out.info["cut"][p.id], "spans": [list(s) for s in p.spans or ()]} for p in out.kept if p.id in out.info["cut"]}
     if cuts:
         info["cut"] = cuts
@@ -251,6 +259,40 @@ def budget_step(q: Query, passages: tuple[Passage, ...], trace: Trace, *, read_o
         info["empty"] = _empty_reason(q, passages, counts)
         log.warning("meve: empty context for %s: %s", query_label(q.text), info["empty"])
     return Step(out, info=info)
+
+
+def join_step(q: Query, out: PhaseOutput, total: int, read_order: bool) -> Step:
+    """``MeVeConfig.neighbours``, after packing (:func:`~meve.pipeline.neighbours.join_neighbours`):
+    where the kept passages and the candidates sit (the adapter's
+    :class:`~meve.pipeline.neighbours.Neighbours`), which boundary each whole kept passage's best
+    sentence touches (the scorer's sentence scores, as pruning reads them), and the neighbours so
+    faced that are not candidates, fetched where the adapter can. ``info["skipped"]`` says why no
+    neighbour was looked for."""
+    if q.neighbours is None or read_order or not q.cfg.verify:
+        why = "no verifier read the passages" if read_order or not q.cfg.verify else "no place in a source is known for these passages"
+        return Step(out, info={"skipped": why, "context_tokens": total})
+    pool = {p.id: p for p in (*out.kept, *q.candidates)}  # a candidate's text is whole; a kept one may be cut
+    places = link({pid: at for pid, p in pool.items() if (at := q.neighbours.place(p)) is not None}, {pid: p.text for pid, p in pool.items()})
+    sides = _sides(q, [p for p in out.kept if p.spans is None and p.id in places], places)
+    wanted = [nid for pid, faced in sides.items() for side in faced if (nid := getattr(places[pid], side)) is not None and nid not in pool]
+    for p in q.neighbours.fetch(wanted) if wanted and q.neighbours.fetch is not None else ():
+        pool[p.id] = p
+        if p.id not in places and (at := q.neighbours.place(p)) is not None:
+            places[p.id] = at
+    sep = q.cfg.separator
+    joined = join_neighbours(out.kept, places, pool, sides, lambda ps: q.counter.count(sep.join(p.text for p in ps)), q.cfg.t_max)
+    return Step(PhaseOutput(joined.kept, out.dropped, out.info), info=joined.info)
+
+
+def _sides(q: Query, passages: Sequence[Passage], places: Mapping[str, Place]) -> dict[str, frozenset[str]]:
+    """The boundaries each passage's best sentence touches (:func:`~meve.pipeline.neighbours.facing`),
+    for those with a neighbour; sentences of its source text only (after its head)."""
+    todo = [(p, places[p.id].head) for p in passages if places[p.id].head < len(p.text) and (places[p.id].prev or places[p.id].next) is not None]
+    if not todo:
+        return {}
+    spans = [[(head + a, head + b) for a, b in sentence_spans(p.text[head:])] or [(head, len(p.text))] for p, head in todo]
+    scores = q.scoring().spans(q.text, [p.text for p, _ in todo], spans)
+    return {p.id: facing(s) for (p, _), s in zip(todo, scores, strict=True)}
 
 
 def cut_one(q: Query, passage: Passage, *, limit: int | None = None, read_order: bool = False, split_words: bool = True) -> Passage | None:
@@ -303,14 +345,16 @@ def run_phases(
     on_phase: PhaseCallback | None = None,
     first: tuple[str, float, Mapping[str, float], Mapping[str, Any]] | None = None,
     phases: Collection[str] = PHASES,
+    neighbours: Neighbours | None = None,
 ) -> ContextResult:
     """Run phases 2-5 on ``candidates`` (already in rank order) and return the context with its trace.
 
     ``scoring`` is a thunk so a model loads only when a phase needs it. ``first`` records the phase
     that produced the candidates: (name, ms, scores, info). A phase not in ``phases`` passes its input
     on unchanged and is recorded as skipped (the single-phase adapters run one phase alone).
+    ``neighbours``: where passages sit in their sources, for ``MeVeConfig.neighbours`` (:func:`join_step`).
     """
-    q = Query(query, cfg, scoring, embedder, token_counter, query_vec, lexical, tuple(candidates))
+    q = Query(query, cfg, scoring, embedder, token_counter, query_vec, lexical, tuple(candidates), neighbours=neighbours)
     trace = Trace(token_counter, on_phase)
     if first is not None:
         name, ms, scores, info = first
