@@ -11,7 +11,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from meve import ContextResult, MeVeConfig
-from meve.integration import Models, config_from, passage_metadata, run_on_texts
+from meve.integration import Models, config_from, metadata_place, passage_metadata, run_on_texts
 
 
 class MeVeCompressor(BaseDocumentCompressor):
@@ -37,8 +37,11 @@ class MeVeCompressor(BaseDocumentCompressor):
         self._models = Models(self.embedder, self.scorer)
 
     def run(self, documents: Sequence[Document], query: str) -> ContextResult:
-        """The full MeVe result (documents as passages with ids "0", "1", … and the trace)."""
-        return run_on_texts(query, [d.page_content for d in documents], self.config, self._models, token_counter=self.token_counter)
+        """The full MeVe result (documents as passages with ids "0", "1", … and the trace). With
+        ``neighbours=True``, a document joins its neighbour among these by their ``source`` and
+        ``start_index`` metadata (a splitter's ``add_start_index=True``)."""
+        texts, places = [d.page_content for d in documents], [metadata_place(d.metadata) for d in documents]
+        return run_on_texts(query, texts, self.config, self._models, token_counter=self.token_counter, places=places)
 
     def compress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:
         """The documents MeVe keeps, pruned where it pruned, with ``meve_*`` metadata."""
@@ -48,7 +51,8 @@ class MeVeCompressor(BaseDocumentCompressor):
         out = []
         for p in result.documents:
             src = documents[int(p.id)]
-            out.append(Document(page_content=p.text, metadata=passage_metadata(result, p, src.metadata), id=src.id))
+            meta = passage_metadata(result, p, src.metadata, named=lambda pid: documents[int(pid)].id or pid)
+            out.append(Document(page_content=p.text, metadata=meta, id=src.id))
         return out
 
     async def acompress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:

@@ -13,7 +13,19 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import ConfigDict, Field
 
 from meve import ConfigError, ContextResult, MeVe, MeVeConfig, PhaseRecord
-from meve.integration import CONFIG_FIELDS, ConfigLike, ForeignStore, StoredVectors, builder_kwargs, config_from, meve_over, passage_metadata, run_overrides
+from meve.integration import (
+    CONFIG_FIELDS,
+    ConfigLike,
+    ForeignStore,
+    Neighbours,
+    StoredVectors,
+    builder_kwargs,
+    config_from,
+    metadata_place,
+    meve_over,
+    passage_metadata,
+    run_overrides,
+)
 
 PHASE_EVENT = "meve_phase"
 # ``k`` is LangChain's name for the document cap (MeVeConfig.max_passages); every other MeVeConfig field keeps its name.
@@ -41,6 +53,13 @@ def _overrides(kwargs: dict[str, Any], k: int | None) -> dict[str, Any]:
 def _docs(result: ContextResult) -> list[Document]:
     # The passage id travels as Document.id: a user's own "id" metadata key is left as they stored it.
     return [Document(page_content=p.text, metadata=passage_metadata(result, p, p.metadata), id=p.id) for p in result.documents]
+
+
+def _with_places(meve: MeVe) -> MeVe:
+    """``meve`` reading where each chunk sits from its ``source`` and ``start_index`` metadata
+    (``MeVeConfig.neighbours``: chunks a splitter cut with ``add_start_index=True``)."""
+    meve.neighbours = Neighbours(place=lambda p: metadata_place(p.metadata))
+    return meve
 
 
 def _given_id(doc: Document) -> str | None:
@@ -133,7 +152,7 @@ class MeVeRetriever(BaseRetriever):
         """Build the pipeline with :meth:`meve.MeVe.from_texts` (same keyword arguments, and any
         MeVeConfig field, e.g. ``t_max=200``; ``config=`` also takes ``meve tune``'s JSON file)."""
         check_k(k)  # before the corpus is embedded
-        return cls(meve=MeVe.from_texts(texts, **builder_kwargs(kwargs, MeVe.from_texts, "MeVeRetriever.from_texts")), k=k)
+        return cls(meve=_with_places(MeVe.from_texts(texts, **builder_kwargs(kwargs, MeVe.from_texts, "MeVeRetriever.from_texts"))), k=k)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], *, k: int | None = None, **kwargs: Any) -> MeVeRetriever:
@@ -205,7 +224,7 @@ class MeVeRetriever(BaseRetriever):
             stored=stored_vectors(vectorstore),
         )
         extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
-        return cls(meve=meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra), k=k)
+        return cls(meve=_with_places(meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra)), k=k)
 
     def warm_up(self, documents: Sequence[Document] | None = None, *, show_progress: bool = True) -> int:
         """Load the models now and have the verifier read ``documents`` (default: every passage

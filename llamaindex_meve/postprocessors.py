@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
 from meve import ContextResult, InputError, MeVeConfig, Passage
-from meve.integration import Models, config_from, passage_metadata, run_on_texts
+from meve.integration import Models, Place, config_from, passage_metadata, run_on_texts
 
 # Each phase's defaults are MeVe's, so a pipeline composed of these behaves like MeVePostprocessor().
 _DEFAULTS = MeVeConfig()
@@ -32,18 +32,41 @@ def llm_text(node: BaseNode) -> str:
     return node.get_content(metadata_mode=MetadataMode.LLM)
 
 
+def node_place(node: BaseNode, ids: Mapping[str, str] | None = None) -> Place | None:
+    """Where ``node`` sits in its document, by LlamaIndex's own relationships: its SOURCE, the
+    nodes before and after it (PREVIOUS/NEXT; with ``ids``, each by the id meve runs it under, one
+    not there left out), its offset in the document (``start_char_idx``) and, as its head, the
+    metadata lines :func:`llm_text` puts before its text. None when its text is not at the end of
+    what the LLM is sent (a custom template), so meve cannot tell where the document's text lies."""
+    full, own = llm_text(node), node.get_content(metadata_mode=MetadataMode.NONE)
+    if not own or not full.endswith(own):
+        return None
+
+    def linked(kind: NodeRelationship) -> str | None:
+        info = node.relationships.get(kind)
+        return info.node_id if isinstance(info, RelatedNodeInfo) else None
+
+    def neighbour(kind: NodeRelationship) -> str | None:
+        nid = linked(kind)
+        return nid if ids is None or nid is None else ids.get(nid)
+
+    prev, after = neighbour(NodeRelationship.PREVIOUS), neighbour(NodeRelationship.NEXT)
+    return Place(linked(NodeRelationship.SOURCE) or "", getattr(node, "start_char_idx", None), prev, after, len(full) - len(own))
+
+
 def _with(keys: list[str], more: Any) -> list[str]:
     return [*keys, *[k for k in more if k not in keys]]
 
 
 def annotate(nws: NodeWithScore, meta: dict[str, Any], score: float | None, pruned: Passage | None = None) -> NodeWithScore:
     """A new NodeWithScore over a shallow copy of the node with meve metadata (input untouched).
-    ``pruned``: a passage whose sentences were pruned; the copy gets its text. That text was cut
-    from :func:`llm_text` (metadata lines included where pruning kept them), so the copy's own
-    metadata is hidden from the LLM: it is sent the pruned text alone, as meve counted it."""
+    ``pruned``: a passage whose sentences were pruned (or that was cut, or joined with its
+    neighbours); the copy gets its text. That text was made from :func:`llm_text` (metadata lines
+    included where meve kept them), so the copy's own metadata is hidden from the LLM: it is sent
+    that text alone, as meve counted it."""
     node = nws.node.model_copy()
     hidden = list(meta)
-    if pruned is not None and pruned.spans is not None:
+    if pruned is not None and (pruned.spans is not None or pruned.joined is not None):
         node.set_content(pruned.text)
         hidden += list(nws.node.metadata)
     node.metadata = {**nws.node.metadata, **meta}
@@ -123,13 +146,17 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
             return []
         texts = [llm_text(n.node) for n in nodes]
         scores = [n.score for n in nodes]
+        index = {n.node.node_id: str(i) for i, n in enumerate(nodes)}  # a neighbour joins only from among the nodes given
+        places = [node_place(n.node, index) for n in nodes]
         result = run_on_texts(
-            query, texts, self._config(), self._models, scores=scores, token_counter=self.token_counter, phases=self._spec.phases, on_phase=emit
+            query, texts, self._config(), self._models, scores=scores, token_counter=self.token_counter, phases=self._spec.phases, on_phase=emit, places=places
         )
-        return [self._node(result, nodes[int(p.id)], p) for p in result.documents] or empty_nodes(result, self.on_empty)
+        return [self._node(result, nodes, p) for p in result.documents] or empty_nodes(result, self.on_empty)
 
-    def _node(self, result: ContextResult, nws: NodeWithScore, p: Passage) -> NodeWithScore:
-        return annotate(nws, passage_metadata(result, p), nws.score if self._spec.keep_score else p.score, p)
+    def _node(self, result: ContextResult, nodes: list[NodeWithScore], p: Passage) -> NodeWithScore:
+        nws = nodes[int(p.id)]
+        meta = passage_metadata(result, p, named=lambda pid: nodes[int(pid)].node.node_id)
+        return annotate(nws, meta, nws.score if self._spec.keep_score else p.score, p)
 
     async def _apostprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)

@@ -16,9 +16,21 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 
 from llamaindex_meve.events import check_on_empty, dispatcher, emit, empty_nodes
-from llamaindex_meve.postprocessors import annotate, llm_text
-from meve import ContextResult, InputError, MeVe, MeVeConfig, Scorer
-from meve.integration import ConfigLike, ForeignStore, StoredVectors, builder_kwargs, config_from, meve_over, passage_metadata, run_overrides, user_metadata
+from llamaindex_meve.postprocessors import annotate, llm_text, node_place
+from meve import ContextResult, InputError, MeVe, MeVeConfig, Passage, Scorer
+from meve.integration import (
+    ConfigLike,
+    ForeignStore,
+    Neighbours,
+    Place,
+    StoredVectors,
+    builder_kwargs,
+    config_from,
+    meve_over,
+    passage_metadata,
+    run_overrides,
+    user_metadata,
+)
 
 
 def _all_nodes(index: Any) -> list[BaseNode]:
@@ -118,6 +130,19 @@ class MeVeRetriever(BaseRetriever):
         )
         extra = {"bm25_backend": bm25_backend} if bm25_backend is not None else {}
         self.core = meve_over(store, config=config, scorer=scorer, token_counter=token_counter, **extra)
+        self.core.neighbours = Neighbours(place=self._place, fetch=self._fetch)
+
+    def _node(self, pid: str) -> BaseNode | None:
+        node, docstore = self._nodes.get(pid), getattr(self.index, "docstore", None)
+        return node if node is not None or docstore is None else docstore.get_node(pid, raise_error=False)
+
+    def _place(self, p: Passage) -> Place | None:
+        node = self._node(p.id)
+        return node_place(node) if node is not None else None
+
+    def _fetch(self, ids: Sequence[str]) -> list[Passage]:
+        # A neighbour that is not a candidate is read from the index's nodes, as LlamaIndex's PrevNextNodePostprocessor reads its docstore.
+        return [Passage(id=i, text=llm_text(node), metadata=dict(node.metadata)) for i in ids if (node := self._node(i)) is not None]
 
     @property
     def last_result(self) -> ContextResult | None:

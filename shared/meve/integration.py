@@ -8,12 +8,13 @@ once, so both behave the same way.
 * :func:`run_on_texts`: MeVe's phases over another retriever's texts (all of them, or one alone).
 * :class:`ForeignStore` (:mod:`meve.pipeline.foreign`) and :func:`meve_over`: a framework's vector store as meve's passage store.
 * :func:`passage_metadata`: the ``meve_*`` keys a returned document or node carries.
+* :class:`Place`, :class:`Neighbours`, :func:`metadata_place` (:mod:`meve.pipeline.neighbours`): where a chunk sits in its source.
 * :func:`recall`, :func:`chat_context`, :func:`record_messages`, :func:`delete_removed`, :func:`chat_role`, :func:`storable`: the chat-message policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from meve.pipeline.config_file import ConfigLike, as_config
 from meve.pipeline.foreign import ForeignStore, StoredVectors
 from meve.pipeline.keywords import CONFIG_FIELDS, builder_kwargs, config_from, run_overrides
 from meve.pipeline.meve import MeVe
+from meve.pipeline.neighbours import Neighbours, Place, metadata_place
 from meve.pipeline.runner import PHASES, PhaseCallback, run_phases
 from meve.retrieval.bm25 import DEFAULT_BM25
 from meve.retrieval.lexical import LexicalIndex, local_lexical
@@ -44,6 +46,8 @@ __all__ = [
     "ForeignStore",
     "Message",
     "Models",
+    "Neighbours",
+    "Place",
     "StoredVectors",
     "as_config",
     "builder_kwargs",
@@ -52,6 +56,7 @@ __all__ = [
     "config_from",
     "default_embedder",
     "delete_removed",
+    "metadata_place",
     "meve_over",
     "passage_metadata",
     "recall",
@@ -67,7 +72,7 @@ __all__ = [
 ]
 
 #: The metadata keys meve adds to what it returns (reserved: storing one is an InputError).
-META_KEYS = ("meve_score", "meve_source", "meve_tokens", "meve_spans", "meve_cut", "meve_note")
+META_KEYS = ("meve_score", "meve_source", "meve_tokens", "meve_spans", "meve_cut", "meve_joined", "meve_note")
 
 
 def run_on_texts(
@@ -80,12 +85,15 @@ def run_on_texts(
     token_counter: Any = None,
     phases: Collection[str] = PHASES,
     on_phase: PhaseCallback | None = None,
+    places: Sequence[Place | None] | None = None,
 ) -> ContextResult:
     """MeVe's phases 2-5 (or those in ``phases``) over another retriever's ``texts``, in its order.
 
     Passages get ids "0", "1", … (their index in ``texts``) and the retriever's ``scores`` (or
     their cosine to the query). The fallback searches BM25 over these texts. Texts are embedded
-    only when a phase needs vectors (prioritisation, cosine pruning, an unverified fallback)."""
+    only when a phase needs vectors (prioritisation, cosine pruning, an unverified fallback).
+    ``places``: where each text sits in its source, neighbours named by their index too
+    (``MeVeConfig.neighbours`` joins only texts given here)."""
     query = check_query(query)
     cfg = config
     unverified_fallback = not cfg.verify and cfg.fallback and "fallback" in phases
@@ -111,6 +119,7 @@ def run_on_texts(
         lexical=local_lexical(passages),
         on_phase=on_phase,
         phases=phases,
+        neighbours=Neighbours(place=lambda p: places[int(p.id)]) if places is not None else None,
     )
 
 
@@ -130,13 +139,18 @@ def user_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (meta or {}).items() if not k.startswith(STAMP_PREFIX)}
 
 
-def passage_metadata(result: ContextResult, p: Passage, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def passage_metadata(result: ContextResult, p: Passage, base: Mapping[str, Any] | None = None, named: Callable[[str], str] = str) -> dict[str, Any]:
     """``base`` plus what meve adds: score, source, tokens, the kept character spans of a pruned
-    or cut passage (``meve_cut`` and a note for one cut to fit t_max), and a note for a passage
-    kept without passing the verifier (query coverage: the terms it adds; padding: why)."""
+    or cut passage (``meve_cut`` and a note for one cut to fit t_max), the chunks a passage joined
+    with its neighbours holds (``meve_joined``, each by ``named(passage id)``, in reading order),
+    and a note for a passage kept without passing the verifier (query coverage: the terms it adds;
+    padding: why)."""
     meta = {**user_metadata(base), "meve_score": p.score, "meve_source": p.source, "meve_tokens": p.tokens}
     if p.spans is not None:
         meta["meve_spans"] = [list(span) for span in p.spans]
+    if p.joined is not None:
+        meta["meve_joined"] = [named(pid) for pid in p.joined]
+        meta["meve_note"] = f"joined with its neighbours in its source: {len(p.joined)} chunks, their overlap once"
     cut = result.phase("budget").info.get("cut", {}).get(p.id)
     if cut is not None:
         meta["meve_cut"] = True
