@@ -30,6 +30,7 @@ SECTIONS = (
     "long_orderings",
     "long_default",
     "long_budget",
+    "long_neighbours",
     "long_order",
     "long_depth",
     "long_rerank",
@@ -71,13 +72,15 @@ SECTIONS = (
 # signal for chat memory on dev splits (issue 64 #3); the BM25 weight's trade, and two per-query choices of which
 # signal to trust, across the memory sets (dev); each passage read once, at ingestion, in the framework paths,
 # timed in new processes (issue 75); the budget rule that keeps the best, chosen leave-one-dataset-out over each set's
-# own passages and the two long-chunk variants (issue 77); the learned memory ranker left out set by set on dev splits
+# own passages and the two long-chunk variants (issue 77); whether a kept chunk's neighbour joins it, chosen the same way
+# over the LlamaIndex and LangChain chunks (issue 77 #2); the learned memory ranker left out set by set on dev splits
 # (issue 76: its test step is `python -m benchmarks.memory_ranker --test`, run once).
 OPT_IN = (
     "context_long",
     "long_orderings",
     "long_default",
     "long_budget",
+    "long_neighbours",
     "long_order",
     "long_depth",
     "long_rerank",
@@ -165,6 +168,11 @@ def main() -> None:
 
         variants = args.long_variants.split(",") if args.long_variants else long_budget.VARIANTS
         save("long_budget", long_budget.run(data, dev_limit=100 if full else 20, test_limit=200 if full else 20, variants=variants))
+    if "long_neighbours" in only:
+        from benchmarks import long_neighbours
+
+        variants = args.long_variants.split(",") if args.long_variants else long_neighbours.VARIANTS
+        save("long_neighbours", long_neighbours.run(data, dev_limit=100 if full else 20, test_limit=200 if full else 20, variants=variants))
     if "long_rerank" in only:
         from benchmarks import long_rerank
 
