@@ -40,7 +40,8 @@ class MeVeCompressor(BaseDocumentCompressor):
         """The full MeVe result (documents as passages with ids "0", "1", … and the trace). With
         ``neighbours=True``, a document joins its neighbour among these by their ``source`` and
         ``start_index`` metadata (a splitter's ``add_start_index=True``)."""
-        texts, places = [d.page_content for d in documents], [metadata_place(d.metadata) for d in documents]
+        texts = [d.page_content for d in documents]
+        places = [metadata_place(d.metadata) for d in documents] if self.config.neighbours else None
         return run_on_texts(query, texts, self.config, self._models, token_counter=self.token_counter, places=places)
 
     def compress_documents(self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None) -> Sequence[Document]:

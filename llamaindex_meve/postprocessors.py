@@ -146,10 +146,11 @@ class _MeVeNodeProcessor(BaseNodePostprocessor):
             return []
         texts = [llm_text(n.node) for n in nodes]
         scores = [n.score for n in nodes]
+        config = self._config()
         index = {n.node.node_id: str(i) for i, n in enumerate(nodes)}  # a neighbour joins only from among the nodes given
-        places = [node_place(n.node, index) for n in nodes]
+        places = [node_place(n.node, index) for n in nodes] if config.neighbours else None
         result = run_on_texts(
-            query, texts, self._config(), self._models, scores=scores, token_counter=self.token_counter, phases=self._spec.phases, on_phase=emit, places=places
+            query, texts, config, self._models, scores=scores, token_counter=self.token_counter, phases=self._spec.phases, on_phase=emit, places=places
         )
         return [self._node(result, nodes, p) for p in result.documents] or empty_nodes(result, self.on_empty)
 

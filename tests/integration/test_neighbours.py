@@ -59,7 +59,9 @@ def test_langchain_chunks_join_as_one_document_holding_the_split_answer_once(min
     assert doc.page_content == whole and ANSWER in doc.page_content and doc.page_content.count(_overlap(chunks)) == 1
     assert doc.id == "harbour#0" and doc.metadata["meve_joined"] == ["harbour#0", "harbour#1"] and doc.metadata["source"] == "harbour.txt"
     assert doc.metadata["meve_tokens"] == COUNTER.count(whole) and "joined with its neighbours" in doc.metadata["meve_note"]
-    budget = compressor.run(chunks, QUESTION).phase("budget")
+    result = compressor.run(chunks, QUESTION)
+    assert result.token_count == COUNTER.count(result.context) == COUNTER.count(whole)
+    budget = result.phase("budget")
     (made,) = budget.info["neighbours"]["joined"]["0"]
     assert made["neighbour"] == "1" and made["side"] == "next" and made["shared_chars"] == len(_overlap(chunks))
     assert budget.tokens_out == COUNTER.count(whole)
