@@ -104,7 +104,7 @@ def facing(scores: Sequence[float] | np.ndarray) -> frozenset[str]:
 
 def _overlaps(a: str, b: str) -> Iterator[int]:
     """Every k > 0 with ``a`` ending in ``b[:k]``, longest first (the prefix function of b + a's end)."""
-    s = b + "\0" + a[-len(b) :]
+    s = b + "\0" + (a[-len(b) :] if b else "")
     pi = [0] * len(s)
     for i in range(1, len(s)):
         k = pi[i - 1]
@@ -113,7 +113,8 @@ def _overlaps(a: str, b: str) -> Iterator[int]:
         pi[i] = k + 1 if s[i] == s[k] else k
     k = min(pi[-1], len(a), len(b))
     while k:
-        yield k
+        if a.endswith(b[:k]):  # a NUL inside the texts could let a border cross the separator
+            yield k
         k = pi[k - 1]
 
 
