@@ -111,10 +111,11 @@ def test_l_max_cut_by_priority_and_recent_truncation_marker():
     m.add("word " * 400, "user")
     small = m.reconstruct("anything", l_max=40, keep_recent=True)
     assert small.token_count == m.token_counter.count(small.text) <= 40
-    assert len(small.turns) == 1 and small.turns[0].text.endswith(" […]")
-    assert small.turns[0].metadata["meve_truncated"] is True
-    assert "truncated to" in small.trace[0].reason
-    assert small.turns[0].text.endswith(TRUNCATION_MARKER)
+    # Earlier turns are about "anything" too, so the long turn keeps half of l_max and another turn fits beside it.
+    cut = [t for t in small.turns if t.metadata.get("meve_truncated")]
+    assert len(cut) == 1 and cut[0].text.endswith(TRUNCATION_MARKER) and len(small.turns) == 2
+    reason = next(tr.reason for tr in small.trace if tr.id == cut[0].id)
+    assert "truncated to" in reason and "its share of l_max (20 tokens of text)" in reason
 
 
 def test_with_keep_recent_auto_the_recent_turn_goes_in_first_only_for_a_follow_up():
@@ -129,9 +130,9 @@ def test_with_keep_recent_auto_the_recent_turn_goes_in_first_only_for_a_follow_u
     assert 6 not in {t.seq for t in alone.turns}
     # A follow-up keeps it first, whatever it scores, and says why.
     follow = m.reconstruct("is it a good one?", l_max=40)
-    assert follow.recent_reason == "the query reads as a follow-up ('it')"
+    assert follow.recent_reason.startswith("the query reads as a follow-up ('it')")
     assert next(tr for tr in follow.trace if tr.seq == 6).reason.startswith("most recent turn") and 6 in {t.seq for t in follow.turns}
-    assert m.reconstruct("favourite pizza topping anchovies", keep_recent=True).recent_reason == "keep_recent=True"
+    assert m.reconstruct("favourite pizza topping anchovies", keep_recent=True).recent_reason.startswith("keep_recent=True")
 
 
 def test_fusion_and_weights_are_adjustable_per_call():

@@ -83,14 +83,14 @@ UNSAID = [
 
 
 def test_a_longer_follow_up_that_names_nothing_said_before_keeps_the_reply():
-    # Over six words, but no turn before the latest exchange holds one of them: recall has nothing
-    # to find, so the query is about what was just said (0.4.0 let the reply compete and lose).
+    # Over six words, but no turn before the latest exchange holds one of them, nor comes near: recall
+    # has nothing to find, so the query is about what was just said (0.4.0 let the reply compete and lose).
     m = mem()
     long_chat(m)
     for q in UNSAID:
         ctx = m.reconstruct(q, l_max=64)
         assert STORY in ctx.text, (q, ctx.recent_reason)
-        assert ctx.recent_reason.startswith("no turn before the latest exchange holds a word of the query"), q
+        assert ctx.recent_reason.startswith("no turn before the latest exchange is near the query"), q
     said = m.reconstruct("Which new brakes does my bike need before the Sunday ride?", l_max=64)
     assert said.recent_reason.startswith("the query has 11 words (over 6) and carries its own subject"), said.recent_reason
 
@@ -103,7 +103,7 @@ def test_the_query_an_adapter_stored_first_is_not_what_was_said_before():
         long_chat(m)
         m.add(q, "user", turn_id="now")
         ctx = m.reconstruct(q, l_max=64, skip_ids=["now"])
-        assert ctx.recent_reason.startswith("no turn before the latest exchange holds a word of the query"), q
+        assert ctx.recent_reason.startswith("no turn before the latest exchange is near the query"), q
         assert [t.text for t in ctx.turns][-2:] == ["Write a two-line story about a lighthouse keeper.", STORY], q
         history = [Message(t.role, t.text, f"id{t.seq}") for t in m.turns()][:-1]
         out = chat_context([*history, Message("user", q, "now")], m, l_max=64)

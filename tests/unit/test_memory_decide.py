@@ -52,7 +52,10 @@ def test_keep_recent_true_and_false_ignore_the_query() -> None:
     [
         ("Continue", Nearby(True, 0.9), True, "the query is short (1 words, at most 6)"),
         ("Translate to French", Nearby(True, 0.9), True, "the query is short (3 words, at most 6)"),
-        ("Can you turn that into a checklist?", Nearby(False, 0.9), True, "no turn before the latest exchange holds a word"),
+        # Without a cosine (follow_up_cosine None, or nothing searched) the words decide; with one, the cosine does:
+        # "allergy" and "allergic" stem apart, but the fact is near (0.61), so the question carries its own subject.
+        ("Can you turn that into a checklist?", Nearby(False, None), True, "no turn before the latest exchange holds a word"),
+        ("Which foods must I avoid because of my allergy?", Nearby(False, 0.61), False, "the query has 9 words (over 6) and carries its own subject"),
         (
             "Please rewrite the whole thing in a friendlier tone",
             Nearby(True, 0.18),

@@ -319,10 +319,9 @@ class MemoryConfig:
         keep_recent: "short" (default) keeps the ``recent_turns`` most recent turns before anything
             else for a query that leans on them (:func:`meve.memory.decide.leans_on_latest`): one
             of at most six words ("Continue", "Summarize your last answer", "Translate to
-            French"), one none of whose words a turn before them holds ("Can you turn that into a
-            checklist?": recall has nothing to find), or one no turn before them is near (see
-            ``follow_up_cosine``); it lets them compete by relevance for any other, which carries
-            its own subject; True keeps them for every
+            French"), or one no turn before them is about: none near (``follow_up_cosine``), or,
+            with no cosine, none holds a word of it ("Can you turn that into a checklist?"); it
+            lets them compete by relevance for any other, which carries its own subject; True keeps them for every
             query (the paper's anchor; see ``recent_share``); "auto" (0.2.0's default) only for a
             query that reads as a follow-up by a list of phrasings
             (:func:`meve.memory.decide.follow_up_words`), which misses "Continue"; False never.
@@ -330,13 +329,14 @@ class MemoryConfig:
         recent_share: with ``keep_recent=True``, for a query of its own subject, each kept
             recent turn keeps at most this share of ``l_max`` of its text, cut to its part the query
             matches (or its end); a query that leans on them ("Continue", "Translate to French")
-            gets them whole when they fit. 1.0: whole for every query.
+            gets them whole when they fit, or half of ``l_max`` each when a turn before them is
+            about it too ("What am I allergic to?" beside a long reply). 1.0: whole for every query.
         follow_up_cosine: a query of more than six words whose best cosine with a turn before
             the latest exchange is below this finds nothing there to be about, so it leans on
-            that exchange ("Please rewrite the whole thing in a friendlier tone"). A cosine of
-            the first embedder; 0.3 was chosen for the default all-MiniLM-L6-v2 on the memory sets'
-            dev splits and follow-up probes (BENCHMARKS.md, "The latest exchange"): with another
-            embedder, set it for that model's cosines or None (off).
+            that exchange ("Please rewrite the whole thing in a friendlier tone"); at or above it,
+            the query is about that turn, shared word or not ("allergy", "allergic"). A cosine of the
+            first embedder, 0.3 chosen for the default all-MiniLM-L6-v2 on the memory sets' dev splits
+            and follow-up probes (BENCHMARKS.md, "The latest exchange"); another embedder: its own, or None.
         role_cue: a query in the first person alone ("what do I ...", "my ...") asks about the
             user's own turns, one in the second person alone ("what did you ...") about the
             assistant's: the other roles' fused scores count half for that query

@@ -13,6 +13,7 @@ from meve.core.config import MemoryConfig, time_words
 __all__ = [
     "PART_SHARE",
     "ROLE_DISCOUNT",
+    "TURN_SHARE",
     "Decisions",
     "Nearby",
     "decide",
@@ -22,6 +23,7 @@ __all__ = [
     "decide_recent_cap",
     "decide_role",
     "follow_up_words",
+    "is_about",
     "leans_on_latest",
     "short_query",
 ]
@@ -34,6 +36,10 @@ _FOLLOW_UP = re.compile(
     re.IGNORECASE,
 )
 _FOLLOW_UP_WORDS = 6
+#: The most of ``l_max`` one kept turn's text may take while earlier turns are about the query
+#: (issue 76: "no single turn may take the budget while others score"): a product rule, not a
+#: tuned value.
+TURN_SHARE = 0.5
 
 
 def short_query(query: str) -> tuple[bool, int]:
@@ -64,20 +70,31 @@ class Nearby:
     nearest: float | None = None
 
 
+def is_about(nearby: Nearby, threshold: float | None) -> tuple[bool, str]:
+    """Whether a turn before the latest exchange is about the query, and why not: its best cosine
+    with one reaches ``threshold`` when the vectors were searched (a word's other form, "allergy"
+    for "allergic", or another word, "dog" for "beagle puppy", is still near), else one holds a
+    word of it; ``threshold`` None: the words alone."""
+    if threshold is not None and nearby.nearest is not None:
+        if nearby.nearest >= threshold:
+            return True, ""
+        return False, f"no turn before the latest exchange is near the query (best cosine {nearby.nearest:.2f}, under follow_up_cosine {threshold:g})"
+    if nearby.said:
+        return True, ""
+    return False, "no turn before the latest exchange holds a word of the query"
+
+
 def leans_on_latest(query: str, nearby: Nearby, threshold: float | None) -> tuple[bool, str]:
     """Whether ``query`` leans on the latest exchange, and why: it is short (at most 6 words:
-    "Continue", "Translate to French"), or names nothing said before it (no turn before it holds a
-    word of the query: "Can you turn that into a checklist?"), or finds nothing near before it (no
-    such turn's cosine with it reaches ``threshold``: "Please rewrite the whole thing in a
-    friendlier tone"). Otherwise it carries its own subject."""
+    "Continue", "Translate to French"), or no turn before it is about it (:func:`is_about`: "Can
+    you turn that into a checklist?", "Please rewrite the whole thing in a friendlier tone").
+    Otherwise it carries its own subject."""
     short, n = short_query(query)
     if short:
         return True, f"the query is short ({n} words, at most {_FOLLOW_UP_WORDS}): it leans on what was just said"
-    if not nearby.said:
-        return True, f"no turn before the latest exchange holds a word of the query ({n} words): it is about what was just said"
-    if threshold is not None and nearby.nearest is not None and nearby.nearest < threshold:
-        near = f"best cosine {nearby.nearest:.2f}, under follow_up_cosine {threshold:g}"
-        return True, f"no turn before the latest exchange is near the query ({near}): it is about what was just said"
+    about, why = is_about(nearby, threshold)
+    if not about:
+        return True, f"{why} ({n} words): it is about what was just said"
     return False, f"the query has {n} words (over {_FOLLOW_UP_WORDS}) and carries its own subject"
 
 
@@ -96,14 +113,20 @@ def decide_recent(keep: bool | str, query: str, leans: tuple[bool, str]) -> tupl
     return False, "the query stands alone: the most recent turns compete by relevance"
 
 
-def decide_recent_cap(share: float, l_max: int, query: str, leans: bool) -> tuple[int | None, str]:
-    """The most tokens of its text each kept recent turn may keep, and why: all the room left for a
-    query that leans on them (:func:`leans_on_latest`), else ``share`` x ``l_max`` (a query of its
-    own subject: the turn is cut to its part the query matches, or its end, so it stays in without
-    taking the budget of the turns asked about)."""
-    if share >= 1.0 or leans:
+def decide_recent_cap(share: float, l_max: int, query: str, leans: bool, about: bool = False) -> tuple[int | None, str]:
+    """The most tokens of its text each kept recent turn may keep, and why: for a query that
+    leans on them (:func:`leans_on_latest`), all the room left when no earlier turn is about the
+    query ("Continue", "Translate to French"), else :data:`TURN_SHARE` x ``l_max`` (``about``: a
+    short question whose words, or whose vector's neighbour, an earlier turn holds, "What am I
+    allergic to?", keeps the fact beside a long reply); for a query of its own subject,
+    ``share`` x ``l_max``; ``share`` 1.0: never capped. A capped turn is cut to its part the query
+    matches, or its end."""
+    if share >= 1.0 or (leans and not about):
         return None, ""
-    cap = max(1, int(share * l_max))
+    part = TURN_SHARE if leans else share
+    cap = max(1, int(part * l_max))
+    if leans:
+        return cap, f"; an earlier turn is about the query too: each keeps at most {cap} tokens of its text ({part:g} of l_max {l_max})"
     return cap, f"; the query has {short_query(query)[1]} words and its own subject: each keeps at most {cap} tokens of its text ({share:g} of l_max {l_max})"
 
 
@@ -194,7 +217,9 @@ def decide(cfg: MemoryConfig, query: str, nearby: Nearby | None = None) -> Decis
     leans = leans_on_latest(query, nearby or Nearby(), cfg.follow_up_cosine)
     (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query, leans)
     (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
-    cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, leans[0]) if keep else (None, "")
+    near = nearby or Nearby()
+    about = is_about(near, cfg.follow_up_cosine)[0]
+    cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, leans[0], about) if keep else (None, "")
     return Decisions(
         dates=dates,
         dates_reason=dates_reason,

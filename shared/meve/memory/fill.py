@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from meve.core.budget import Ledger, shrink_to_fit
 from meve.core.tokens import TokenCounter
+from meve.memory.decide import TURN_SHARE
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
@@ -26,9 +27,6 @@ from meve.memory.select import Selection
 
 __all__ = ["MIN_CUT", "TURN_SHARE", "fill_by_score", "with_partners"]
 
-#: The most of ``l_max`` one turn's text may take (issue 76: "no single turn may take the budget
-#: while others score"); a product rule like the latest exchange's cut, not a tuned value.
-TURN_SHARE = 0.5
 #: The fewest tokens of a turn's text worth a cut line: fewer say less than their line's role,
 #: marker and separator cost.
 MIN_CUT = 16
