@@ -1224,6 +1224,12 @@ def write() -> Path:
     facts["memory_late"] = memory_late_facts(res["memory_late"]) if "memory_late" in res else None
     facts["memory_weights"] = memory_weights_facts(res["memory_weights"]) if "memory_weights" in res else None
     facts["memory_anchor"] = memory_anchor_facts(res["memory_anchor"]) if "memory_anchor" in res else None
+    from benchmarks import report_round  # it reads this module's helpers
+
+    facts["memory_ranker"] = report_round.memory_ranker_facts(res["memory_ranker"]) if "memory_ranker" in res else None
+    paired = ("memory_paired_before", "memory_paired_after")
+    facts["memory_paired"] = report_round.memory_paired_facts(*(res[k] for k in paired)) if all(k in res for k in paired) else None
+    facts["long_neighbours"] = report_round.long_neighbours_facts(res["long_neighbours"]) if "long_neighbours" in res else None
     if "speed" in res:
         facts["speed"] = speed_facts(res["speed"])
     if "hierarchical" in res:

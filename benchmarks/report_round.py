@@ -1,0 +1,69 @@
+"""BENCHMARKS.md facts for issue 76's learned memory ranker and latest-exchange cap, and issue 77 #2's neighbours."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.report import _target, table
+
+SETS = {"squad": "SQuAD", "hotpotqa": "HotpotQA", "wikiqa": "WikiQA", "msmarco": "MS MARCO"}
+
+
+def memory_ranker_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """Every setting's left-out dev margin per set and budget, the verdicts of the rule, and the choice."""
+    shown = [s for s in d["settings"] if s == "shipped" or s.endswith("whole") or s.endswith("partners")]
+    rows = []
+    for n, per_set in d["dev"].items():
+        for b, r in per_set.items():
+            row: dict[str, Any] = {"set": n, "budget": b, "best fill": f"{r['best_fill']['answerable']:.4f}"}
+            for s in shown:
+                lo, hi = r[s]["vs_shipped_ci95"]
+                row[s] = f"{r[s]['margin']:+.4f}" + ("" if s == "shipped" else f" ({lo:+.3f} to {hi:+.3f})")
+            rows.append(row)
+    verdicts = [
+        {"setting": k, "mean margin": f"{v['mean_margin']:+.4f}", "vetoed by": ", ".join(v["vetoed_by"]) or "none"} for k, v in d["rule"]["verdicts"].items()
+    ]
+    rule = d["rule"]
+    target = _target(
+        rule["chosen"] != "shipped",
+        f"a ranker chosen over the hand rules (target): the rule chose {rule['chosen']} of {rule['settings_tried']} settings.",
+    )
+    return {"d": d, "rows": table(rows), "verdicts": table(verdicts), "target": target, "recall": d["evidence_among_candidates"]}
+
+
+def memory_paired_facts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The shipped memory before and after the latest-exchange cap, dev rows that changed, and the mean margins."""
+    rows, margins = [], {"before": 0.0, "after": 0.0}
+    count = 0
+    for n, per_set in before.items():
+        for b, old in per_set.items():
+            new = after[n][b]
+            margins["before"] += old["answerable"] - old["best_fill"]
+            margins["after"] += new["answerable"] - new["best_fill"]
+            count += 1
+            change = f"{new['answerable'] - old['answerable']:+.4f}"
+            rows.append({"set": n, "budget": b, "before": f"{old['answerable']:.4f}", "after": f"{new['answerable']:.4f}", "change": change})
+    return {"rows": table(rows), "before": f"{margins['before'] / count:+.4f}", "after": f"{margins['after'] / count:+.4f}"}
+
+
+def long_neighbours_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """Per variant, set and budget: off and on on test, the paired difference, the joins; the left-out choices."""
+    rows = []
+    for variant, sets in d["test"].items():
+        for name, t in sets.items():
+            for budget, bb in t["budgets"].items():
+                a, diff = bb["arms"], bb["on_less_off"]
+                rows.append(
+                    {
+                        "variant": variant,
+                        "set": SETS.get(name, name),
+                        "budget": budget,
+                        "off": f"{a['off']['evidence']:.4f} at {a['off']['tokens']:.0f}, {a['off']['margin']:+.4f}",
+                        "on": f"{a['on']['evidence']:.4f} at {a['on']['tokens']:.0f}, {a['on']['margin']:+.4f}",
+                        "on less off": f"{diff['mean']:+.4f} ({diff['ci95'][0]:+.4f} to {diff['ci95'][1]:+.4f})",
+                        "joins (questions with one)": f"{a['on']['joins']} ({a['on']['joined_rate']:.2f})",
+                    }
+                )
+    means = {n: c["dev_mean_margin"] for n, c in d["choices"].items()}
+    choices = {SETS.get(n, n): f"{c['setting']} (off {means[n]['off']:+.4f}, on {means[n]['on']:+.4f})" for n, c in d["choices"].items()}
+    return {"d": d, "rows": table(rows), "choices": choices}
