@@ -361,8 +361,7 @@ def recall(memory: MomentaryMemory, query: str, *, exclude: Collection[str] = ()
     rides along into the prompt."""
     ctx = memory.reconstruct(query, l_max=l_max, top_k=top_k, skip_roles=("system",), skip_ids=exclude)
     out = []
-    for t in ctx.turns:
-        text = ctx.content_of(t)
+    for t, text in zip(ctx.turns, ctx.contents(), strict=True):
         out.append(Message("assistant", f"Tool result: {text}", f"meve-{t.id}") if t.role == "tool" else Message(t.role, text, f"meve-{t.id}"))
     return out
 

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meve import ConfigError, InputError, MemoryConfig, MomentaryMemory, StoreError
+from meve.integration import recall
 from meve.memory.render import TRUNCATION_MARKER
 from meve.retrieval.chroma import chroma_client
 from tests.fakes import FakeEmbedder
@@ -490,6 +491,20 @@ def test_dates_put_each_turns_day_on_its_line_and_in_the_budget():
     assert tight.token_count == m.token_counter.count(tight.text) <= plain.token_count and len(tight.turns) < len(plain.turns)
     with pytest.raises(ConfigError, match="dates"):
         MemoryConfig(dates="yes")
+
+
+def test_recalled_messages_are_dated_as_the_budget_counts_them():
+    # One day's turns: the context dates its first line only; a date on every message would cost
+    # ~8 tokens a message beyond token_count (issue 76: the count covers what the adapters send).
+    m = mem(l_max=4000)
+    m.add_many([{"text": t, "role": r, "timestamp": T0 + timedelta(minutes=i)} for i, (r, t) in enumerate(CHAT)])
+    m.add("What did we talk about today?", "user", turn_id="now", timestamp=T0 + timedelta(minutes=len(CHAT)))
+    ctx = m.reconstruct("beagle pizza nurse", dates=True)
+    assert len(ctx.turns) > 3 and [c.startswith("[2024-05-01] ") for c in ctx.contents()] == [True] + [False] * (len(ctx.turns) - 1)
+    messages = recall(m, "What did we talk about today?", exclude=["now"])
+    assert [x.text for x in messages][0].startswith("[2024-05-01] ") and not any(x.text.startswith("[") for x in messages[1:])
+    sent = sum(m.token_counter.count(x.text) for x in messages)
+    assert sent <= m.reconstruct("What did we talk about today?", skip_roles=("system",), skip_ids=["now"]).token_count
 
 
 def test_kept_roles_count_against_the_budget_after_the_recent_turn():

@@ -10,7 +10,7 @@ from typing import Any
 
 from meve.core.errors import InputError
 from meve.core.records import as_dict
-from meve.memory.render import content, render
+from meve.memory.render import content, date_prefix, render
 
 __all__ = ["ROLES", "MemoryContext", "Turn", "TurnTrace", "check_roles", "check_turn_ids"]
 
@@ -102,8 +102,19 @@ class MemoryContext:
         return render(self.turns, dates=self.dates)
 
     def content_of(self, turn: Turn) -> str:
-        """A chosen turn's text as a chat message should carry it (dated when ``dates``)."""
+        """A chosen turn's text with its date when ``dates`` (:meth:`contents` dates each day once)."""
         return content(turn, dates=self.dates)
+
+    def contents(self) -> list[str]:
+        """Each chosen turn's text as a chat message carries it, in order: with ``dates``, dated only
+        where the day changes from the message before, as :attr:`text` dates its lines, so what an
+        adapter sends never costs more than ``token_count`` (a date on every message would)."""
+        out, day = [], None
+        for t in self.turns:
+            today = date_prefix(t) if self.dates else None
+            out.append(content(t, dates=self.dates and today != day))
+            day = today
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the trace built)."""
