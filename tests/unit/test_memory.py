@@ -502,7 +502,7 @@ def test_recalled_messages_are_dated_as_the_budget_counts_them():
     ctx = m.reconstruct("beagle pizza nurse", dates=True)
     assert len(ctx.turns) > 3 and [c.startswith("[2024-05-01] ") for c in ctx.contents()] == [True] + [False] * (len(ctx.turns) - 1)
     messages = recall(m, "What did we talk about today?", exclude=["now"])
-    assert [x.text for x in messages][0].startswith("[2024-05-01] ") and not any(x.text.startswith("[") for x in messages[1:])
+    assert messages[0].text.startswith("[2024-05-01] ") and not any(x.text.startswith("[") for x in messages[1:])
     sent = sum(m.token_counter.count(x.text) for x in messages)
     assert sent <= m.reconstruct("What did we talk about today?", skip_roles=("system",), skip_ids=["now"]).token_count
 
