@@ -44,7 +44,8 @@ def rows(data: Path) -> dict[str, Any]:
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """One line per row (after less before, its 95% interval, tokens), then the mean margins."""
-    lines, margins = [], {"before": [], "after": []}
+    lines: list[str] = []
+    margins: dict[str, list[float]] = {"before": [], "after": []}
     for n, per_set in before.items():
         for b, old in per_set.items():
             new = after[n][b]
