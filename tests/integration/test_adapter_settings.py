@@ -41,7 +41,7 @@ OTHER: dict[str, Any] = {
     "t_max": 300,
     "separator": "\n---\n",
     "max_passages": 4,
-    "neighbours": True,
+    "neighbours": False,
     "verify": False,
     "fallback": False,
 }

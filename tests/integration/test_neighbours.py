@@ -51,9 +51,9 @@ def _overlap(chunks: list[Document]) -> str:
 
 
 def test_langchain_chunks_join_as_one_document_holding_the_split_answer_once(minilm, chunks):
-    before = MeVeCompressor(embedder=minilm).compress_documents(chunks, QUESTION)
-    assert [d.id for d in before] == ["harbour#0"] and ANSWER not in before[0].page_content  # as before: the answer's end was cut
-    compressor = MeVeCompressor(embedder=minilm, neighbours=True)
+    before = MeVeCompressor(embedder=minilm, neighbours=False).compress_documents(chunks, QUESTION)
+    assert [d.id for d in before] == ["harbour#0"] and ANSWER not in before[0].page_content  # as 0.6.0: the answer's end was cut
+    compressor = MeVeCompressor(embedder=minilm)  # the default joins
     (doc,) = compressor.compress_documents(chunks, QUESTION)
     whole = TEXT[: chunks[1].metadata["start_index"] + len(chunks[1].page_content)]
     assert doc.page_content == whole and ANSWER in doc.page_content and doc.page_content.count(_overlap(chunks)) == 1
@@ -111,7 +111,7 @@ def test_llamaindex_fetches_the_next_node_from_the_docstore_when_it_is_no_candid
     index = _index(minilm, LI_TEXT, 40, 0)
     assert not any(TWO in n.get_content() for n in index.docstore.docs.values())
     one = {"k_init": 1, "candidates": "dense"}  # the node with the answer's start is the only candidate
-    assert TWO not in _llm(LIRetriever(index, **one).retrieve(QUESTION))
+    assert TWO not in _llm(LIRetriever(index, neighbours=False, **one).retrieve(QUESTION))
     retriever = LIRetriever(index, neighbours=True, **one)
     (node,) = retriever.retrieve(QUESTION)
     first = retriever.last_result.documents[0].joined
@@ -123,7 +123,7 @@ def test_llamaindex_fetches_the_next_node_from_the_docstore_when_it_is_no_candid
 def test_llamaindex_postprocessor_joins_among_the_nodes_it_is_given(minilm):
     index = _index(minilm, LI_TEXT, 40, 0)
     hits = index.as_retriever(similarity_top_k=10).retrieve(QUESTION)
-    assert TWO not in _llm(MeVePostprocessor(embedder=minilm).postprocess_nodes(hits, query_str=QUESTION))
+    assert TWO not in _llm(MeVePostprocessor(embedder=minilm, neighbours=False).postprocess_nodes(hits, query_str=QUESTION))
     (node,) = MeVePostprocessor(embedder=minilm, neighbours=True).postprocess_nodes(hits, query_str=QUESTION)
     parts = node.node.metadata["meve_joined"]
     assert TWO in _llm([node]) and len(parts) == 2 and set(parts) <= {h.node.node_id for h in hits}
@@ -133,7 +133,7 @@ def test_llamaindex_overlapping_nodes_both_kept_become_one_with_their_overlap_on
     # At 48 tokens with 20 of overlap the storm's sentence ends one node and opens the next, which adds the damage.
     first = TWO.split(". ")[0] + "."
     index = _index(minilm, LI_TEXT, 48, 20)
-    assert _llm(LIRetriever(index).retrieve(QUESTION)).count(first) == 2
+    assert _llm(LIRetriever(index, neighbours=False).retrieve(QUESTION)).count(first) == 2
     retriever = LIRetriever(index, neighbours=True)
     got = retriever.retrieve(QUESTION)
     assert _llm(got).count(first) == 1 and TWO in _llm(got)

@@ -147,7 +147,7 @@ class MeVeConfig:
         neighbours: after packing, a kept passage whose best sentence (the verifier's) opens or ends its
             text is joined, as one passage, with its neighbour on that side in its source (LlamaIndex
             PREVIOUS/NEXT, LangChain ``source``/``start_index``; their overlap once) when the room left in
-            t_max holds what it adds (:mod:`meve.pipeline.neighbours`). Off until measured (benchmarks/long_neighbours.py).
+            t_max holds what it adds (:mod:`meve.pipeline.neighbours`). On: chosen left out (BENCHMARKS.md, "Neighbours").
         k_docs: documents chosen by the document stage (hierarchical retrieval).
         passage_tokens: size of the sentence windows scored inside chosen documents.
     """
@@ -183,7 +183,7 @@ class MeVeConfig:
     t_max: int = 512
     separator: str = "\n\n"
     max_passages: int | None = None
-    neighbours: bool = False
+    neighbours: bool = True
     # Ablations.
     verify: bool = True
     fallback: bool = True
