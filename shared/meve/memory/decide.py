@@ -214,10 +214,10 @@ def decide(cfg: MemoryConfig, query: str, nearby: Nearby | None = None) -> Decis
     cue, the query's sentences), so the memory and its replay decide alike. ``nearby``: what the
     rebuild read of the turns before the latest exchange (:class:`Nearby`; None: nothing, as for
     a query with a subject of its own)."""
-    leans = leans_on_latest(query, nearby or Nearby(), cfg.follow_up_cosine)
+    near = nearby or Nearby()
+    leans = leans_on_latest(query, near, cfg.follow_up_cosine)
     (dates, dates_reason), (keep, recent_reason) = decide_dates(cfg.dates, query), decide_recent(cfg.keep_recent, query, leans)
     (role, role_reason), (parts, parts_reason) = decide_role(cfg.role_cue, query), decide_parts(cfg.query_sentences, query)
-    near = nearby or Nearby()
     about = is_about(near, cfg.follow_up_cosine)[0]
     cap, cap_reason = decide_recent_cap(cfg.recent_share, cfg.l_max, query, leans[0], about) if keep else (None, "")
     return Decisions(

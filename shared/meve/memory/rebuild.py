@@ -76,9 +76,7 @@ def candidates(
     pool, hidden = max(candidate_pool, 4 * cap if cfg.top_k is not None else cfg.l_max // 8), set(skipped) | set(kept_roles)
     # Searched before the anchor is decided: how near the query comes to a turn before it is one of its reasons.
     hits = search(hidden, pool + len(latest)) if snap.n > len(hidden) and cap > 0 else {}
-    # A turn never chosen (a stored system prompt, with skip_roles) says nothing of what the query is about.
-    unseen = {i for row in hits.get(names[0], ())[:1] for i, _ in row if snap.turns[i].role in skip_roles} if skip_roles else set()
-    near = nearest(hits[names[0]], set(latest) | unseen) if hits else None
+    near = nearest(hits[names[0]], set(latest), snap.turns, skip_roles) if hits else None
     decided = decide(cfg, query, Nearby(said_before(scores, snap.turns, set(skipped) | set(latest), skip_roles), near))
     cfg = cfg.replace(dates=decided.dates, recent_turns=cfg.recent_turns if decided.keep_recent else 0)
     recent = list(latest) if decided.keep_recent else []

@@ -10,7 +10,7 @@ from typing import Any
 
 from meve.core.errors import InputError
 from meve.core.records import as_dict
-from meve.memory.render import content, date_prefix, render
+from meve.memory.render import content, day_changes, render
 
 __all__ = ["ROLES", "MemoryContext", "Turn", "TurnTrace", "check_roles", "check_turn_ids"]
 
@@ -109,12 +109,8 @@ class MemoryContext:
         """Each chosen turn's text as a chat message carries it, in order: with ``dates``, dated only
         where the day changes from the message before, as :attr:`text` dates its lines, so what an
         adapter sends never costs more than ``token_count`` (a date on every message would)."""
-        out, day = [], None
-        for t in self.turns:
-            today = date_prefix(t) if self.dates else None
-            out.append(content(t, dates=self.dates and today != day))
-            day = today
-        return out
+        flags = day_changes(self.turns) if self.dates else [False] * len(self.turns)
+        return [content(t, dates=d) for t, d in zip(self.turns, flags, strict=True)]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the trace built)."""

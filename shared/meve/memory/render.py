@@ -4,7 +4,7 @@ both framework adapters build from a rebuilt context."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timezone
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,7 @@ from meve.retrieval.terms import stemmed_tokenize
 if TYPE_CHECKING:
     from meve.memory.records import Turn
 
-__all__ = ["SEPARATOR", "TRUNCATION_MARKER", "content", "date_prefix", "render", "render_turn", "truncate_turn"]
+__all__ = ["SEPARATOR", "TRUNCATION_MARKER", "content", "date_prefix", "day_changes", "render", "render_turn", "truncate_turn"]
 
 SEPARATOR = "\n"
 # Short, so a cut turn keeps its words: how much was kept is in the trace and ``meve_truncated``.
@@ -43,15 +43,16 @@ def render(turns: Iterable[Turn], *, dates: bool = False) -> str:
     With ``dates``, a line carries its date only when the day changes from the line before (the
     lines are in time order, so each undated line belongs to the last date shown): a date costs
     ~8 tokens, and a day's session would otherwise pay it on every line."""
-    if not dates:
-        return SEPARATOR.join(render_turn(t) for t in turns)
-    lines: list[str] = []
-    day = None
-    for t in turns:
-        today = date_prefix(t)
-        lines.append(render_turn(t, dates=today != day))
-        day = today
-    return SEPARATOR.join(lines)
+    turns = list(turns)
+    flags = day_changes(turns) if dates else [False] * len(turns)
+    return SEPARATOR.join(render_turn(t, dates=d) for t, d in zip(turns, flags, strict=True))
+
+
+def day_changes(turns: Sequence[Turn]) -> list[bool]:
+    """Per turn (in time order), whether its day differs from the turn before: where a dated
+    rendering, and the chat messages the adapters send (:meth:`MemoryContext.contents`), put a date."""
+    days = [date_prefix(t) for t in turns]
+    return [k == 0 or days[k] != days[k - 1] for k in range(len(days))]
 
 
 def truncate_turn(counter: TokenCounter, text: str, budget: int, query: str = "") -> tuple[str, int] | None:

@@ -60,10 +60,13 @@ def vector_pool(hits: list[list[tuple[int, float]]], drop: Collection[int], pool
     return sentence_scores([dict(itertools.islice(((i, c) for i, c in h if i not in drop), pool)) for h in hits])
 
 
-def nearest(hits: list[list[tuple[int, float]]], skip: Collection[int]) -> float | None:
-    """The whole query's best cosine with a turn outside ``skip`` (the latest exchange), or None
-    when the search found no such turn."""
-    return next((c for i, c in hits[0] if i not in skip), None) if hits else None
+def nearest(hits: list[list[tuple[int, float]]], skip: Collection[int], turns: Sequence[Turn] = (), skip_roles: Collection[str] = ()) -> float | None:
+    """The whole query's best cosine with a turn outside ``skip`` (the latest exchange) and not of
+    a role in ``skip_roles`` (never chosen: a stored system prompt says nothing of what the query is
+    about), as :func:`said_before` reads them; None when the search found no such turn."""
+    if not hits:
+        return None
+    return next((c for i, c in hits[0] if i not in skip and not (skip_roles and turns[i].role in skip_roles)), None)
 
 
 #: The embedder whose cosines ``MemoryConfig.follow_up_cosine``'s default was chosen on.
