@@ -1,6 +1,6 @@
 """Issue 76's "Done when" behaviours of the chat memory, over the real MiniLM and an embedded Chroma:
 a short question about an old fact beside a long last reply, a follow-up that leans on that reply,
-and a system prompt stored in the session."""
+a system prompt stored in the session, and what the user told it recalled for a request in other words."""
 
 from __future__ import annotations
 
@@ -72,3 +72,56 @@ def test_a_stored_system_prompt_does_not_change_what_is_recalled(minilm, chroma_
     with_system = _memory(minilm, chroma_dir, "system", [SYSTEM, *chat], l_max=40).reconstruct(query, skip_roles=("system",))
     assert with_system.recent_reason == plain.recent_reason
     assert [t.text for t in with_system.turns] == [t.text for t in plain.turns]
+
+
+# A preference stated once, then requests on other subjects whose words a later request shares
+# ("recommend", "tonight", "good", "please"), with long replies: BM25 ranks them first.
+PREFERENCE = ("user", "I can't stand horror films; anything scary gives me nightmares for a week.")
+ERRANDS = [
+    turn
+    for task in (
+        "recommend something good for my spreadsheet tonight, please, the totals are wrong",
+        "recommend a good bank for me tonight, please, for a savings account",
+        "recommend something good for my tax form tonight, please",
+        "recommend a good plumber for me tonight, please, the sink leaks",
+        "recommend something good to write to my landlord tonight, please",
+        "recommend good settings for my router tonight, please",
+        "recommend something good to clean the oven with tonight, please",
+        "recommend a good way for me to watch my electricity bill, please",
+    )
+    for turn in (
+        ("user", f"Could you {task}?"),
+        ("assistant", f"Sure, here is how I would {task}. " + "First gather the details, then go step by step and check each result. " * 8),
+    )
+]
+
+
+def test_a_stated_preference_is_recalled_for_a_request_in_other_words(minilm, chroma_dir):
+    mem = _memory(minilm, chroma_dir, "told", [FACTS[0], FACTS[1], PREFERENCE, ("assistant", "Understood."), *ERRANDS], l_max=128)
+    ctx = mem.reconstruct("Can you recommend a movie for me to watch tonight? Something good, please.")
+    assert PREFERENCE[1] in [t.text for t in ctx.turns], [r.reason for r in ctx.trace if r.included]
+    reason = next(r.reason for r in ctx.trace if r.id == mem.turns()[2].id)
+    assert reason.startswith("the user's statement nearest the query")
+    assert ctx.token_count <= 128
+    # Without the pass, the requests that share the query's words take the room (as before 0.7.0).
+    off = MomentaryMemory("told", path=chroma_dir, embedders=[minilm], config=MemoryConfig(l_max=128, user_statements=False))
+    assert PREFERENCE[1] not in [t.text for t in off.reconstruct(ctx.query).turns]
+
+
+def test_a_statement_far_from_the_request_is_not_recalled_first(minilm, chroma_dir):
+    # The bar: a user turn nearest the query but under follow_up_cosine is left to the fused ranking.
+    mem = _memory(minilm, chroma_dir, "far", [PREFERENCE, ("assistant", "Understood."), *ERRANDS], l_max=128)
+    ctx = mem.reconstruct("What is the boiling point of water at the top of Everest?")
+    assert not any(r.reason.startswith("the user's statement") for r in ctx.trace)
+
+
+def test_a_statement_and_its_update_both_come_in_the_newer_last(minilm, chroma_dir):
+    old, new = ("user", "I'm vegetarian, so no meat or fish in my meals."), ("user", "Update: I eat fish again now, just still no meat.")
+    chat = [old, ("assistant", "Noted, vegetarian meals."), *ERRANDS[:8], new, ("assistant", "Got it: fish is fine again."), *ERRANDS[8:]]
+    query = "What should I cook for my dinner tonight? Something good, please."
+    ctx = _memory(minilm, chroma_dir, "update", chat, l_max=256).reconstruct(query)
+    texts = [t.text for t in ctx.turns]
+    assert old[1] in texts and new[1] in texts, [r.reason for r in ctx.trace if r.included]
+    assert texts.index(old[1]) < texts.index(new[1])  # in time order: the update reads last
+    off = MomentaryMemory("update", path=chroma_dir, embedders=[minilm], config=MemoryConfig(l_max=256, user_statements=False))
+    assert not {old[1], new[1]} & {t.text for t in off.reconstruct(query).turns}  # the requests sharing its words took the room

@@ -81,7 +81,12 @@ def test_memory_cli(tmp_path, minilm, capsys):
     # The latest exchange (the last two turns) goes in first; top_k 1 recalls the bike turn.
     assert [t["text"] for t in out["turns"]] == ["My bike is a green Brompton.", "The weather is nice.", "What colour is my bike?"]
     reasons = [tr["reason"] for tr in out["trace"] if tr["included"]]
-    assert reasons == ["most recent turn (always kept)", "most recent turn (always kept)", "relevance rank 1 (score 1.000) of top_k 1"]
+    # The bike turn ranks first, and is what the user said nearest the query: it goes in as that.
+    assert reasons == [
+        "most recent turn (always kept)",
+        "most recent turn (always kept)",
+        "the user's statement nearest the query (cosine 0.60, at least follow_up_cosine 0.3)",
+    ]
     assert main(["memory", "reconstruct", "bike colour", "--db", db, "--session", "s", "--top-k", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["recent_reason"].startswith("the query is short (2 words")  # the default
     # With "auto" a standalone query lets the latest turns compete: with top_k 1 the one most like

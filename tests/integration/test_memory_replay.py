@@ -76,3 +76,20 @@ def test_the_replay_chooses_what_the_memory_chooses(minilm, config, roles):
         cues.add(real.role_reason.split(" (")[0])
     # The queries exercise every role decision.
     assert cues == {"the query asks about the assistant's turns", "the query asks about the user's own turns", "the query names no one side"}
+
+
+def test_the_replay_ranks_by_the_vector_it_is_given_for_a_query_it_has_seen(minilm):
+    # Kept per question: a second vector for the same text (another embedder, a query adapter) once
+    # got the first vector's ranking back.
+    from meve.memory.records import Turn
+
+    t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    turns = [Turn(f"t{i}", role, text, t0 + timedelta(minutes=i), i) for i, (role, text) in enumerate(CONVERSATION)]
+    rp = Replay(turns, get_token_counter(), minilm.encode, minilm.name)
+    query = "What wine goes with sardines?"
+    near, far = (minilm.encode([text])[0] for text in (query, "cast iron pan seasoning"))
+    assert rp.ranking(query, near, "dense")[0] == 7  # the sardines question
+    assert rp.ranking(query, far, "dense")[0] in (9, 10)  # the pan
+    cfg = MemoryConfig(l_max=200, keep_recent=False, weights={"dense": 1.0}, user_statements=False)
+    assert next(iter(rp.memory(query, near, cfg)[0].picked)) == 7  # the memory's first pick, by the vector given
+    assert next(iter(rp.memory(query, far, cfg)[0].picked)) in (9, 10)

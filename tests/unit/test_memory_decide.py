@@ -86,9 +86,10 @@ def test_the_default_follow_up_cosine_warns_once_for_an_embedder_not_chosen_on(c
         assert not signals.warn_if_unfitted(default, "all-MiniLM-L6-v2 (int8)")  # the model it was chosen on
         assert not signals.warn_if_unfitted(MemoryConfig(follow_up_cosine=0.45), "bge-small")  # a value the user set for it
         assert not signals.warn_if_unfitted(MemoryConfig(follow_up_cosine=None), "bge-small")  # the rule off
-        assert not signals.warn_if_unfitted(MemoryConfig(keep_recent="auto"), "bge-small")  # the rule unused
+        assert not signals.warn_if_unfitted(MemoryConfig(keep_recent="auto", user_statements=False), "bge-small")  # the cosine unused
+        assert signals.warn_if_unfitted(MemoryConfig(keep_recent="auto"), "bge-small-2")  # the user-statement pass reads it too
         assert signals.warn_if_unfitted(MemoryConfig(keep_recent=True), "bge-small")  # used by True too
-    assert caplog.text.count("follow_up_cosine 0.3") == 2 and "'e5-large-v2'" in caplog.text and "None" in caplog.text
+    assert caplog.text.count("follow_up_cosine 0.3") == 3 and "'e5-large-v2'" in caplog.text and "None" in caplog.text
 
 
 def test_a_memory_with_another_embedder_says_the_default_cosine_is_not_its_scale(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,7 +98,8 @@ def test_a_memory_with_another_embedder_says_the_default_cosine_is_not_its_scale
         MomentaryMemory("warned", embedders=[SentenceTransformerEmbedder(name="my-embedder")]).close()
         MomentaryMemory("quiet", embedders=[SentenceTransformerEmbedder(name="my-other")], config=MemoryConfig(follow_up_cosine=None)).close()
         MomentaryMemory("default", embedders=[SentenceTransformerEmbedder()]).close()
-        auto = MomentaryMemory("auto", embedders=[SentenceTransformerEmbedder(name="per-call")], config=MemoryConfig(keep_recent="auto"))
+        cfg = MemoryConfig(keep_recent="auto", user_statements=False)
+        auto = MomentaryMemory("auto", embedders=[SentenceTransformerEmbedder(name="per-call")], config=cfg)
         assert "'per-call'" not in caplog.text  # the rule unused by its config
         auto.add("We talked about the garden.")  # a turn to search: the rule compares the query's cosines with it
         assert "'per-call'" not in caplog.text

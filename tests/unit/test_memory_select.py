@@ -145,3 +145,34 @@ def test_a_first_person_query_lets_the_users_turn_in_before_an_equally_relevant_
     cued = select(snap, rank(weighed, snap.keys), weighed, l_max=l_max, dates=False, partner_turns=False)
     assert [t.id for t in cued.turns] == ["t0", "t4"]
     assert weigh_roles(fused, snap.turns, None) == fused
+
+
+def test_the_users_statement_nearest_the_query_goes_in_before_the_relevance_fill():
+    snap = snapshot(CHAT)
+    # Room for the recent turn and one of turns 0 and 2: the statement (2) goes in though 0 ranks first
+    # (its share the whole budget, as this tiny one needs).
+    l_max = max(fits(snap, [0, 4]), fits(snap, [2, 4])) + 3
+    assert l_max < fits(snap, [0, 2, 4])
+    cfg = MemoryConfig(l_max=l_max, dates=False, partner_turns=False)
+    sel = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), stated=[(2, 0.41)], stated_share=1.0)
+    assert [t.id for t in sel.turns] == ["t2", "t4"]
+    assert sel.reasons[2][1] == "the user's statement nearest the query (cosine 0.41, at least follow_up_cosine 0.3)"
+    plain = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap))
+    assert [t.id for t in plain.turns] == ["t0", "t4"]
+
+
+def test_statements_hold_at_most_their_share_and_one_over_it_still_competes_by_relevance():
+    snap = snapshot(CHAT)
+    cfg = MemoryConfig(l_max=1000, dates=False, partner_turns=False)
+    share = (snap.tokens[2] + 1) / 1000  # room for turn 2's line, not for turn 0's beside it
+    sel = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), stated=[(2, 0.5), (0, 0.4)], stated_share=share)
+    assert list(sel.picked)[:2] == [4, 2]  # the recent turn, then the statement that fits its share
+    assert sel.reasons[0][:2] == (True, "relevance rank 1 (score 1.000)")  # not refused: it came in by relevance
+
+
+def test_with_top_k_a_statement_goes_in_first_only_if_it_ranks_within_top_k():
+    snap = snapshot(CHAT)
+    cfg = MemoryConfig(l_max=1000, dates=False, partner_turns=False, top_k=1)
+    sel = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), stated=[(2, 0.5)])
+    assert list(sel.picked) == [4, 0]  # turn 2 ranks second: outside top_k, so not recalled at all
+    assert not sel.reasons[2][0]

@@ -302,35 +302,31 @@ class MemoryConfig:
         weights: per-signal weights: 'bm25', 'dense' (all embedders) or an embedder's name.
         rrf_k: the RRF damping constant.
         max_turn_chars: longest turn accepted (longer raises InputError).
-        max_clock_skew_s: a timestamp further than this ahead of the clock is refused (one turn
-            from the future would make every later turn look out of order); also the window in
-            which turns from other processes are looked for.
+        max_clock_skew_s: a timestamp further than this ahead of the clock is refused (one turn from
+            the future would make every later turn look out of order); also the window in which turns
+            from other processes are looked for.
         stemming: BM25 over English Snowball stems (PyStemmer) instead of plain words.
         partner_turns: a turn recalled by relevance brings its partner (the adjacent turn by the
             other role: the reply, or the question) in as a candidate of its own.
-        partner_weight: how much of a partner turn's worth comes from its anchor:
-            ``partner_weight`` x the anchor's score + (1 - ``partner_weight``) x its own (its own
-            alone if higher); it takes budget only from turns worth less. 1.0 puts it right
-            after its anchor, 0.0 leaves it its own score.
+        partner_weight: how much of a partner turn's worth comes from its anchor: ``partner_weight``
+            x the anchor's score + (1 - ``partner_weight``) x its own (its own alone if higher); it
+            takes budget only from turns worth less. 1.0: right after its anchor; 0.0: its own score.
         dates: every rendered line carries its turn's date (``[2023-05-08] user: ...``, counted in
             ``l_max``), so a model can answer "when" questions about recalled turns; "auto" dates
             the lines only for a query that asks about time (:func:`asks_about_time`), so other
             queries spend those tokens on turns.
         keep_recent: "short" (default) keeps the ``recent_turns`` most recent turns before anything
-            else for a query that leans on them (:func:`meve.memory.decide.leans_on_latest`): one
-            of at most six words ("Continue", "Summarize your last answer", "Translate to
-            French"), or one no turn before them is about: none near (``follow_up_cosine``), or,
-            with no cosine, none holds a word of it ("Can you turn that into a checklist?"); it
-            lets them compete by relevance for any other, which carries its own subject; True keeps them for every
-            query (the paper's anchor; see ``recent_share``); "auto" (0.2.0's default) only for a
-            query that reads as a follow-up by a list of phrasings
-            (:func:`meve.memory.decide.follow_up_words`), which misses "Continue"; False never.
+            else for a query that leans on them (:func:`meve.memory.decide.leans_on_latest`): one of
+            at most six words ("Continue", "Translate to French"), or one no turn before them is
+            about: none near (``follow_up_cosine``), or, with no cosine, none holds a word of it
+            ("Can you turn that into a checklist?"); any other competes by relevance. True keeps them
+            for every query (the paper's anchor; see ``recent_share``); "auto" (0.2.0's) only for a
+            query that reads as a follow-up (:func:`meve.memory.decide.follow_up_words`); False never.
             A kept turn longer than the room left is cut to its part the query matches, marked.
-        recent_share: with ``keep_recent=True``, for a query of its own subject, each kept
-            recent turn keeps at most this share of ``l_max`` of its text, cut to its part the query
-            matches (or its end); a query that leans on them ("Continue", "Translate to French")
-            gets them whole when they fit, or half of ``l_max`` each when a turn before them is
-            about it too ("What am I allergic to?" beside a long reply). 1.0: whole for every query.
+        recent_share: with ``keep_recent=True``, for a query of its own subject, each kept recent turn
+            keeps at most this share of ``l_max`` of its text, cut to its part the query matches (or its
+            end); a query that leans on them gets them whole when they fit, or half of ``l_max`` each
+            when a turn before them is about it too ("What am I allergic to?"). 1.0: whole, always.
         follow_up_cosine: a query of more than six words whose best cosine with a turn before
             the latest exchange is below this finds nothing there to be about, so it leans on
             that exchange ("Please rewrite the whole thing in a friendlier tone"); at or above it,
@@ -347,6 +343,9 @@ class MemoryConfig:
             cosine with the whole query and half its best cosine with one of the sentences
             (:func:`meve.memory.decide.decide_parts`; one more embedding pass per sentence, in
             the same batch). Shorter queries are matched whole. False: always whole.
+        user_statements: of the two turns nearest the query by the first embedder's vector, the
+            user's at or above ``follow_up_cosine`` go in before the relevance fill, whole, within half
+            of ``l_max`` (:func:`meve.memory.signals.stated`): "I can't stand horror films" for "Recommend a film".
     """
 
     top_k: int | None = None
@@ -366,6 +365,7 @@ class MemoryConfig:
     follow_up_cosine: float | None = 0.3
     role_cue: bool = True
     query_sentences: bool = True
+    user_statements: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -382,7 +382,7 @@ class MemoryConfig:
         cos = self.follow_up_cosine
         if cos is not None and (isinstance(cos, bool) or not isinstance(cos, int | float) or not -1.0 <= cos <= 1.0):
             raise ConfigError("follow_up_cosine", cos, "a cosine in [-1, 1], or None (off)")
-        for flag in ("stemming", "partner_turns", "role_cue", "query_sentences"):
+        for flag in ("stemming", "partner_turns", "role_cue", "query_sentences", "user_statements"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
         if not isinstance(self.dates, bool) and self.dates != "auto":

@@ -43,9 +43,10 @@ class Replay:
         self.bm25 = {True: IncrementalBM25(texts, tokenize=stemmed_tokenize), False: IncrementalBM25(texts, tokenize=bm25_tokenize)}
         # Kept per question, as a grid of settings reads the same ones again.
         self._scores: dict[tuple[str, bool], np.ndarray] = {}
-        self._rankings: dict[tuple[str, str, bool], list[int]] = {}
+        # Keyed by the query's vector too: the same text may come with another vector (another embedder, an adapter).
+        self._rankings: dict[tuple[str, bytes, str, bool], list[int]] = {}
         self._parts: dict[tuple[str, ...], np.ndarray] = {}  # a long query's sentence vectors
-        self._orders: dict[tuple[str, tuple[str, ...]], list[list[tuple[int, float]]]] = {}  # each query row's turns, nearest first
+        self._orders: dict[tuple[str, bytes, tuple[str, ...]], list[list[tuple[int, float]]]] = {}  # each query row's turns, nearest first
 
     def scores(self, query: str, stem: bool) -> np.ndarray:
         """Every turn's BM25 score for ``query`` (a copy: a rebuild zeroes the turns it excludes)."""
@@ -60,13 +61,14 @@ class Replay:
         query and of each of a long query's sentences (:func:`meve.memory.decide.decide_parts`),
         the excluded ones then dropped."""
         parts = decide_parts(cfg.query_sentences, query)[0]
-        if (query, parts) not in self._orders:
+        key = (query, np.asarray(qvec, dtype=np.float32).tobytes(), parts)
+        if key not in self._orders:
             if parts and parts not in self._parts:
                 self._parts[parts] = np.asarray(self.encode(list(parts)), dtype=np.float32)
             queries = np.vstack([qvec[None, :], self._parts[parts]]) if parts else qvec[None, :]
             cos = self.vecs @ queries.T
-            self._orders[(query, parts)] = [[(int(i), float(col[i])) for i in np.argsort(-col, kind="stable")] for col in cos.T]
-        orders = self._orders[(query, parts)]
+            self._orders[key] = [[(int(i), float(col[i])) for i in np.argsort(-col, kind="stable")] for col in cos.T]
+        orders = self._orders[key]
 
         def search(exclude: set[int], n: int) -> dict[str, list[list[tuple[int, float]]]]:
             top = min(n + len(exclude), len(self.turns))  # as the memory asks Chroma for room to drop the excluded
@@ -118,7 +120,7 @@ class Replay:
 
     def ranking(self, query: str, qvec: np.ndarray, how: str, *, stem: bool = True) -> list[int]:
         """Every turn by one signal: "dense", "bm25", or "hybrid" (both fused by reciprocal rank); kept per question."""
-        key = (query, how, stem)
+        key = (query, np.asarray(qvec, dtype=np.float32).tobytes(), how, stem)
         if key not in self._rankings:
             self._rankings[key] = self._ranking(query, qvec, how, stem=stem)
         return self._rankings[key]

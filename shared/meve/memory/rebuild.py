@@ -18,7 +18,7 @@ from meve.core.tokens import TokenCounter
 from meve.memory.decide import Decisions, Nearby, decide
 from meve.memory.log import Snapshot
 from meve.memory.select import Selection, fuse, rank, select_turns, weigh_roles
-from meve.memory.signals import bm25_pool, nearest, said_before, vector_pool
+from meve.memory.signals import bm25_pool, nearest, said_before, stated, vector_pool
 
 __all__ = ["Candidates", "Search", "candidates", "choose"]
 
@@ -32,7 +32,9 @@ class Candidates:
     """What a rebuild decided for one query and how it scored the turns it may choose: ``cfg``
     with the decisions applied (dates decided; ``recent_turns`` 0 when the latest exchange is not
     kept first), the ``recent`` and ``pinned`` (kept-role) positions that go in first, each signal's
-    pool (``dense`` by embedder name), the fused scores weighed by role, and the roles never chosen."""
+    pool (``dense`` by embedder name), the fused scores weighed by role, the roles never chosen, and
+    what the user said that bears on the query (``stated``: (position, cosine), nearest first,
+    :func:`meve.memory.signals.stated`)."""
 
     cfg: MemoryConfig
     decided: Decisions
@@ -42,6 +44,7 @@ class Candidates:
     dense: dict[str, dict[int, float]]
     fused: Mapping[int, float]
     skip_roles: tuple[str, ...] = ()
+    stated: tuple[tuple[int, float], ...] = ()
 
     @property
     def first(self) -> set[int]:
@@ -85,8 +88,9 @@ def candidates(
     searched = snap.n > len(first) + len(skipped) and cap > 0
     bm25 = bm25_pool(scores, first | set(skipped), pool) if searched else {}
     dense = {n: vector_pool(hits[n], first, pool) if searched and hits else {} for n in names}
+    told = stated(hits[names[0]], first | set(skipped), snap.turns, skip_roles, cfg.follow_up_cosine) if searched and hits and cfg.user_statements else []
     fused = weigh_roles(fuse({"bm25": bm25, **{f"dense:{n}": v for n, v in dense.items()}}, weights, cfg.fusion, cfg.rrf_k), snap.turns, decided.role)
-    return Candidates(cfg, decided, recent, pinned, bm25, dense, fused, tuple(skip_roles))
+    return Candidates(cfg, decided, recent, pinned, bm25, dense, fused, tuple(skip_roles), tuple(told))
 
 
 def choose(query: str, snap: Snapshot, counter: TokenCounter, found: Candidates, partner: Callable[[int], int | None]) -> Selection:
@@ -106,4 +110,5 @@ def choose(query: str, snap: Snapshot, counter: TokenCounter, found: Candidates,
         scores=found.fused,
         query=query,
         recent_cap=found.decided.recent_cap,
+        stated=found.stated,
     )

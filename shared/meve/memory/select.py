@@ -1,6 +1,6 @@
 """Momentary Contexts' selection as pure functions: fuse the signals, then fill ``l_max`` by
-priority (the most recent turns, kept roles, then relevance, partner turns competing by their
-worth) and sort by time.
+priority (the most recent turns, kept roles, what the user said nearest the query, then
+relevance, partner turns competing by their worth) and sort by time.
 
 ``MomentaryMemory.reconstruct`` calls these on live signals; the benchmarks call the same
 functions on precomputed signals, so what they tune is what ships.
@@ -15,7 +15,7 @@ from meve.core.budget import Ledger, shrink_to_fit
 from meve.core.config import MemoryConfig, validate_weights
 from meve.core.errors import ConfigError
 from meve.core.tokens import TokenCounter
-from meve.memory.decide import PART_SHARE, ROLE_DISCOUNT, decide_dates
+from meve.memory.decide import PART_SHARE, ROLE_DISCOUNT, TURN_SHARE, decide_dates
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn, TurnTrace
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
@@ -167,6 +167,22 @@ def _pinned(fill: _Fill, pinned: Sequence[int]) -> None:
             fill.refuse(i, f"role {role!r} is in keep_roles, but it needs {need} tokens and {fill.ledger.left} are left of l_max {fill.cfg.l_max}")
 
 
+def _stated(fill: _Fill, told: Sequence[tuple[int, float]], share: float) -> None:
+    """What the user said that bears on the query (:func:`meve.memory.signals.stated`), nearest
+    first, each whole, while together they hold at most ``share`` x ``l_max``: a request
+    in other words than the preference it must honour ("Can you recommend a film?" after "I can't
+    stand horror films") finds it by its vector where BM25 finds nothing, and no statement takes
+    the room of everything else."""
+    cap, used = int(share * fill.cfg.l_max), 0
+    for i, cosine in told:
+        if i in fill.sel.reasons:
+            continue
+        line, why = fill.line(i), f"the user's statement nearest the query (cosine {cosine:.2f}, at least follow_up_cosine {fill.cfg.follow_up_cosine:g})"
+        # One over the share is not refused: it still competes by relevance.
+        if used + line <= cap and fill.take(i, fill.snap.turns[i], line, why):
+            used += line
+
+
 def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int | None], scores: Mapping[int, float]) -> None:
     """Turns by relevance, with partner turns competing as candidates of their own.
 
@@ -233,8 +249,11 @@ def select_turns(
     scores: Mapping[int, float] | None = None,
     query: str = "",
     recent_cap: int | None = None,
+    stated: Sequence[tuple[int, float]] = (),
+    stated_share: float = TURN_SHARE,
 ) -> Selection:
-    """Fill ``cfg.l_max`` by priority (``recent`` newest first, ``pinned``, then ``ranked`` cut to
+    """Fill ``cfg.l_max`` by priority (``recent`` newest first, ``pinned``, ``stated`` (the user's
+    statements nearest the query, within ``stated_share`` of it: :func:`_stated`), then ``ranked`` cut to
     ``cfg.top_k``, with partner turns competing by worth: see :func:`_relevant`; ``scores`` are the
     fused scores, by default falling with rank), then drop from the end until the rendered,
     chronological text fits (never a recent turn). Each turn costs its rendered line plus a
@@ -247,6 +266,9 @@ def select_turns(
     _recent(fill, recent, recent_cap)
     _pinned(fill, pinned)
     cap = cfg.top_k if cfg.top_k is not None else len(ranked)
+    if cfg.top_k is not None:  # top_k bounds every turn recalled for the query: a statement must rank within it
+        stated = [s for s in stated if s[0] in set(ranked[:cap])]
+    _stated(fill, stated, stated_share)
     if scores is None:  # a plain ranking: worth falls with rank (1, 1/2, 1/3, ...)
         scores = {i: 1.0 / r for r, i in enumerate(ranked, start=1)}
     _relevant(fill, ranked[:cap], partner, scores)

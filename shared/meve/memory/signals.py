@@ -5,7 +5,7 @@ and of each of its sentences, scored by :func:`meve.memory.select.sentence_score
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -16,7 +16,7 @@ from meve.core.logs import log
 from meve.memory.records import Turn
 from meve.memory.select import sentence_scores
 
-__all__ = ["bm25_pool", "nearest", "said_before", "vector_hits", "vector_pool", "warn_if_unfitted"]
+__all__ = ["STATED_NEAREST", "bm25_pool", "nearest", "said_before", "stated", "vector_hits", "vector_pool", "warn_if_unfitted"]
 
 
 def bm25_pool(scores: np.ndarray, exclude: set[int], pool: int) -> dict[int, float]:
@@ -64,9 +64,32 @@ def nearest(hits: list[list[tuple[int, float]]], skip: Collection[int], turns: S
     """The whole query's best cosine with a turn outside ``skip`` (the latest exchange) and not of
     a role in ``skip_roles`` (never chosen: a stored system prompt says nothing of what the query is
     about), as :func:`said_before` reads them; None when the search found no such turn."""
-    if not hits:
-        return None
-    return next((c for i, c in hits[0] if i not in skip and not (skip_roles and turns[i].role in skip_roles)), None)
+    return next((c for _, c in _outside(hits, skip, turns, skip_roles)), None)
+
+
+#: How many of the turns nearest the query :func:`stated` looks among: the user's statement and
+#: one that may revise it ("I'm vegetarian" ... "I eat fish now"). Chosen among the settings of
+#: benchmarks/memory_statements.py on the dev splits (BENCHMARKS.md, "What the user told it").
+STATED_NEAREST = 2
+
+
+def stated(
+    hits: list[list[tuple[int, float]]], drop: Collection[int], turns: Sequence[Turn], skip_roles: Collection[str], bar: float | None
+) -> list[tuple[int, float]]:
+    """What the user told the memory that bears on the query: of the :data:`STATED_NEAREST` turns
+    the whole query's vector finds nearest outside ``drop`` (what goes in first, and what the call
+    skips) and not of a role in ``skip_roles``, the user's whose cosine reaches ``bar`` (the
+    memory's "about the query" cosine, ``follow_up_cosine``); (position, cosine), nearest first.
+    None for ``bar`` or no search: nothing."""
+    if bar is None:
+        return []
+    near = itertools.islice(_outside(hits, drop, turns, skip_roles), STATED_NEAREST)
+    return [(i, c) for i, c in near if turns[i].role == "user" and c >= bar]
+
+
+def _outside(hits: list[list[tuple[int, float]]], skip: Collection[int], turns: Sequence[Turn], skip_roles: Collection[str]) -> Iterator[tuple[int, float]]:
+    """The whole query's hits (best first) outside ``skip`` and not of a role in ``skip_roles``."""
+    return ((i, c) for i, c in (hits[0] if hits else ()) if i not in skip and not (skip_roles and turns[i].role in skip_roles))
 
 
 #: The embedder whose cosines ``MemoryConfig.follow_up_cosine``'s default was chosen on.
@@ -77,18 +100,18 @@ _warned: set[str] = set()
 
 def warn_if_unfitted(cfg: MemoryConfig, embedder: str) -> bool:
     """Log a warning (once per embedder name in a process) when ``cfg`` uses the default
-    ``follow_up_cosine`` (``keep_recent`` "short" or True) with an embedder it was not chosen for:
+    ``follow_up_cosine`` (``keep_recent`` "short" or True, or ``user_statements``) with an embedder it was not chosen for:
     another model's cosines sit elsewhere (some never fall under 0.3, so the rule would never
     fire), and a silent threshold would decide on a scale it does not know. Whether it warned."""
     cosine = cfg.follow_up_cosine
-    used = cfg.keep_recent == "short" or cfg.keep_recent is True
+    used = cfg.keep_recent == "short" or cfg.keep_recent is True or cfg.user_statements
     if not used or cosine is None or cosine != _DEFAULT_COSINE or FOLLOW_UP_MODEL in embedder or embedder in _warned:
         return False
     _warned.add(embedder)
     log.warning(
         "meve: follow_up_cosine %g is a cosine of %s, the default embedder; the memory's first embedder is %r, whose cosines "
         "may sit elsewhere. Set MemoryConfig(follow_up_cosine=...) for its scale, or None to decide follow-ups by their words "
-        "alone (docs/concepts/memory.md, 'The latest exchange')",
+        "alone and recall no user statement first (docs/concepts/memory.md, 'The latest exchange')",
         cosine,
         FOLLOW_UP_MODEL,
         embedder,
