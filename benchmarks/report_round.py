@@ -67,3 +67,21 @@ def long_neighbours_facts(d: dict[str, Any]) -> dict[str, Any]:
     means = {n: c["dev_mean_margin"] for n, c in d["choices"].items()}
     choices = {SETS.get(n, n): f"{c['setting']} (off {means[n]['off']:+.4f}, on {means[n]['on']:+.4f})" for n, c in d["choices"].items()}
     return {"d": d, "rows": table(rows), "choices": choices}
+
+
+def memory_statements_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """The user-statement pass (issue 76 #2): the rule's verdicts on dev, and before/shipped on test (read once)."""
+    verdicts = [
+        {"setting": k, "mean dev margin": f"{v['mean_margin']:+.4f}", "vetoed by": ", ".join(v["vetoed_by"]) or "none"}
+        for k, v in d["rule"]["verdicts"].items()
+    ]
+    rows = []
+    for n, per_set in d.get("test", {}).items():
+        for b, r in per_set.items():
+            before, shipped = r["before"], r["shipped"]
+            lo, hi = shipped["vs_before_ci95"]
+            change = f"{shipped['answerable'] - before['answerable']:+.4f} ({lo:+.3f} to {hi:+.3f})"
+            row = {"set": n, "budget": b, "best fill": f"{r['best_fill']:.4f}", "before": f"{before['answerable']:.4f}"}
+            rows.append(row | {"shipped": f"{shipped['answerable']:.4f}", "change": change})
+    shipped_dev = d["shipped_on_dev"]["shipped"]["mean_margin"]
+    return {"d": d, "verdicts": table(verdicts), "rows": table(rows), "shipped_dev": f"{shipped_dev:+.4f}", "chosen": d["rule"]["chosen"]}
