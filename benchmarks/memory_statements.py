@@ -33,6 +33,7 @@ sentences). With ``--test``: before, shipped and the best fill on each set's tes
     python -m benchmarks.run --full --only memory_statements [--data DIR]
     python -m benchmarks.memory_statements --test [--data DIR]
     python -m benchmarks.memory_statements --auc [--data DIR]   # the classifier's left-out AUC
+    python -m benchmarks.memory_statements --fresh              # MemoryCode's test split, read once
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -234,13 +236,40 @@ def run(data: Path, *, test: bool = False) -> dict[str, Any]:
     return out
 
 
+def fresh() -> dict[str, Any]:
+    """Issue 76 #5: MemoryCode's test split (:mod:`benchmarks.harness.memorycode`), read once after the
+    choice: the memory without the pass, shipped, the paper's settings and the best fill (BM25 over
+    stems, the fills' default; nothing is chosen on this set)."""
+    from benchmarks.harness.memorycode import memorycode
+
+    t0 = time.perf_counter()
+    dropped: Counter[str] = Counter()
+    convs = memorycode(dropped=dropped)["test"]
+    rps, qv = ml.replays_of(convs)
+    embedder().save()
+    out: dict[str, Any] = {"dropped": dict(dropped), "conversations": len(convs), "questions": sum(len(c.questions) for c in convs), "budgets": {}}
+    for b in ml.BUDGETS:
+        runs = {BEFORE: ml.setting({"user_statements": False}, b), SHIPPED: ml.setting({}, b), "paper": ml.setting(ml.PAPER, b)}
+        out["budgets"][str(b)] = rows(rps, qv, True, runs, b)
+        print(f"memory_statements: MemoryCode test at {b} tokens done at {time.perf_counter() - t0:.0f}s", flush=True)
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Dev rows and the rule (and ``--test``): benchmarks/results/memory_statements[_test].json."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
     ap.add_argument("--test", action="store_true", help="also the test splits, read once")
     ap.add_argument("--auc", action="store_true", help="only the classifier's left-out AUC on each dev split")
+    ap.add_argument("--fresh", action="store_true", help="only MemoryCode's test split, read once (issue 76 #5)")
     args = ap.parse_args(argv)
+    if args.fresh:
+        path = RESULTS / "memory_statements_fresh.json"
+        res = {"command": "python -m benchmarks.memory_statements --fresh", "date": datetime.now(timezone.utc).isoformat(timespec="seconds")} | fresh()
+        path.write_text(json.dumps({**res, "machine": machine()}, indent=2, default=str))
+        print(f"wrote {path.relative_to(RESULTS.parents[1])}", flush=True)
+        return
     if args.auc:
         path = RESULTS / "memory_statements_auc.json"
         path.write_text(json.dumps({"command": "python -m benchmarks.memory_statements --auc", "auc": classifier_auc(data_dir(args.data))}, indent=2))

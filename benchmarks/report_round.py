@@ -85,3 +85,32 @@ def memory_statements_facts(d: dict[str, Any]) -> dict[str, Any]:
             rows.append(row | {"shipped": f"{shipped['answerable']:.4f}", "change": change})
     shipped_dev = d["shipped_on_dev"]["shipped"]["mean_margin"]
     return {"d": d, "verdicts": table(verdicts), "rows": table(rows), "shipped_dev": f"{shipped_dev:+.4f}", "chosen": d["rule"]["chosen"]}
+
+
+def memory_fresh_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """MemoryCode's test split (issue 76 #5): each arm's answerable evidence and margin over the best fill per budget."""
+    rows = []
+    for b, r in d["budgets"].items():
+        row: dict[str, Any] = {"budget": b, "best fill": f"{r['best_fill']:.4f}"}
+        for arm in ("before", "shipped", "paper"):
+            row[arm] = f"{r[arm]['answerable']:.4f} ({r[arm]['margin']:+.4f})"
+        lo, hi = r["shipped"]["vs_before_ci95"]
+        rows.append(row | {"shipped - before": f"{r['shipped']['answerable'] - r['before']['answerable']:+.4f} ({lo:+.3f} to {hi:+.3f})"})
+    dropped = ", ".join(f"{k.removeprefix('memorycode: ')}: {v}" for k, v in sorted(d["dropped"].items()))
+    return {"d": d, "rows": table(rows), "dropped": dropped}
+
+
+def memory_adapter_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """The query adapter (issue 76 #3), left out: the memory and the dense fill with base and adapted query vectors."""
+    rows, wins = [], 0
+    for n, per_set in d["left_out"].items():
+        mean = {k: sum(r[k] for r in per_set.values()) / len(per_set) for k in ("memory_base", "memory_adapter", "dense_base", "dense_adapter")}
+        wins += mean["memory_adapter"] > mean["memory_base"]
+        for b, r in per_set.items():
+            lo, hi = r["ci"]
+            memory = f"{r['memory_base']:.4f} -> {r['memory_adapter']:.4f} ({lo:+.3f} to {hi:+.3f})"
+            dense = f"{r['dense_base']:.4f} -> {r['dense_adapter']:.4f}"
+            rows.append({"left-out set": n, "budget": b, "memory (base -> adapted)": memory, "dense fill": dense})
+    said = f"the adapter above the base model on every left-out set (target; shipped only then): {wins} of {len(d['left_out'])}."
+    target = _target(wins == len(d["left_out"]), said)
+    return {"d": d, "rows": table(rows), "target": target}

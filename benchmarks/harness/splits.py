@@ -19,6 +19,7 @@ construction. The key is what the split is decided on:
 | longmemeval | question id (each question has its own history) | sha256 of the id even: dev |
 | beam | conversation ("100K/<n>") | the first 10 of BEAM's 20 100K conversations by sha256 of the name are dev, the other 10 test |
 | prefeval | topic (file stem) | the first 10 of PrefEval's 20 topics by sha256 of the name are dev, the other 10 test |
+| memorycode | dialogue number | the first half of MemoryCode's dialogues 151-360 (10 sessions or more) by sha256 of the number are dev, the rest test |
 
 Every tuned value (thresholds, weights, document weights, calibrations) is committed with the ids
 it was fitted on under ``benchmarks/fitted/*.json``; ``tests/unit/test_splits.py`` fails when any
@@ -40,6 +41,7 @@ __all__ = [
     "DATASETS",
     "FITTED",
     "MEMORYBANK_USERS",
+    "MEMORYCODE_DIALOGUES",
     "PREFEVAL_TOPICS",
     "REALMEM_PERSONAS",
     "REALTALK_CHATS",
@@ -69,6 +71,7 @@ DATASETS = (
     "longmemeval",
     "beam",
     "prefeval",
+    "memorycode",
 )
 #: MemoryBank's English users (eval_data/en/memory_bank_en.json, names stripped): the split's key.
 MEMORYBANK_USERS = ("Emily", "Frank", "Lucy", "Sunny", "Jason", "Linda", "John Zhang", "Ivy", "Henry", "Gary", "Jack", "Roland", "Susan", "Luna", "Leo")
@@ -124,6 +127,8 @@ PREFEVAL_TOPICS = (
     "travel_restaurant",
     "travel_transportation",
 )
+#: MemoryCode's dialogues of 10 sessions or more (dataset/dialogue_<n>.json, n 151-360): the split's key.
+MEMORYCODE_DIALOGUES = tuple(str(n) for n in range(151, 361))
 #: The data sets split by halves of a fixed list of names (sha256 order), and the names.
 _BY_NAME = {
     "memorybank": ("user", MEMORYBANK_USERS),
@@ -131,6 +136,7 @@ _BY_NAME = {
     "realmem": ("persona", REALMEM_PERSONAS),
     "beam": ("conversation", BEAM_CHATS),
     "prefeval": ("topic", PREFEVAL_TOPICS),
+    "memorycode": ("dialogue", MEMORYCODE_DIALOGUES),
 }
 
 

@@ -267,7 +267,8 @@ def select_turns(
     _pinned(fill, pinned)
     cap = cfg.top_k if cfg.top_k is not None else len(ranked)
     if cfg.top_k is not None:  # top_k bounds every turn recalled for the query: a statement must rank within it
-        stated = [s for s in stated if s[0] in set(ranked[:cap])]
+        within = set(ranked[:cap])
+        stated = [s for s in stated if s[0] in within]
     _stated(fill, stated, stated_share)
     if scores is None:  # a plain ranking: worth falls with rank (1, 1/2, 1/3, ...)
         scores = {i: 1.0 / r for r, i in enumerate(ranked, start=1)}
