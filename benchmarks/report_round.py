@@ -97,7 +97,12 @@ def memory_fresh_facts(d: dict[str, Any]) -> dict[str, Any]:
         lo, hi = r["shipped"]["vs_before_ci95"]
         rows.append(row | {"shipped - before": f"{r['shipped']['answerable'] - r['before']['answerable']:+.4f} ({lo:+.3f} to {hi:+.3f})"})
     dropped = ", ".join(f"{k.removeprefix('memorycode: ')}: {v}" for k, v in sorted(d["dropped"].items()))
-    return {"d": d, "rows": table(rows), "dropped": dropped}
+    margins = {b: r["shipped"]["margin"] for b, r in d["budgets"].items()}
+    said = "MemoryCode (fresh, test, read once): the shipped memory at or above the best fill at every budget (target): " + ", ".join(
+        f"{m:+.4f} at {b}" for b, m in margins.items()
+    )
+    same = all(r["shipped"]["answerable"] == r["before"]["answerable"] for r in d["budgets"].values())
+    return {"d": d, "rows": table(rows), "dropped": dropped, "target": _target(min(margins.values()) >= 0, said + "."), "unchanged": same}
 
 
 def memory_adapter_facts(d: dict[str, Any]) -> dict[str, Any]:
