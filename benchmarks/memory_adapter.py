@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 from benchmarks import memory_lodo as ml
-from benchmarks.harness.common import RESULTS, data_dir, machine
+from benchmarks.harness.common import data_dir, write_result
 from benchmarks.harness.lodo import gain_interval
 
 STEPS, BATCH, NEGATIVES, HARD, L2, TEMPERATURE = 400, 64, 63, 16, 1e-2, 0.05
@@ -103,8 +102,7 @@ def run() -> dict[str, Any]:
 
 def main() -> None:
     """Write benchmarks/results/memory_adapter.json."""
-    out = run() | {"command": "python -m benchmarks.memory_adapter", "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    (RESULTS / "memory_adapter.json").write_text(json.dumps({**out, "machine": machine()}, indent=2))
+    write_result("memory_adapter", run(), "python -m benchmarks.memory_adapter")
 
 
 if __name__ == "__main__":

@@ -62,19 +62,17 @@ fails on a test item).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import memory_lodo as ml
-from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
+from benchmarks.harness.common import data_dir, embedder, write_result
 from benchmarks.harness.conversations import Conversation, Replay
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
@@ -321,12 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     sets = args.save_sets.split(",") if args.save_sets else None
     out = run(data_dir(args.data), test=args.test, save=args.save, save_sets=sets)
-    out["command"] = "python -m benchmarks.memory_ranker" + (" --test" if args.test else "")
-    out["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    path = RESULTS / ("memory_ranker_test.json" if args.test else "memory_ranker.json")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**out, "machine": machine()}, indent=2, default=str))
-    print(f"wrote {path.relative_to(RESULTS.parents[1])}", flush=True)
+    write_result("memory_ranker_test" if args.test else "memory_ranker", out, "python -m benchmarks.memory_ranker" + (" --test" if args.test else ""))
 
 
 if __name__ == "__main__":

@@ -23,15 +23,16 @@ they were run (each row is this module's ``VARIANTS`` entry); the cosine bar is 
 The rule (issue 76 item 4, as benchmarks/memory_ranker.py applies it): the highest mean margin over
 the best fill across the seven sets x 256/512/1,024 tokens, a setting vetoed by any row whose
 paired-bootstrap 95% interval against the memory without the pass ("before") lies wholly below 0.
-The settings have no fitted value but the classifier's weights (left out per set); the bar and the
-share are the memory's own (follow_up_cosine, ``decide.TURN_SHARE``).
+The settings have no fitted value but the classifier's weights (left out per set); the bar is the
+memory's own (follow_up_cosine), and the chosen share is ``decide.TURN_SHARE``, the memory's other
+"no single turn takes the budget" share.
 
 "shipped" is the memory as it is now (its rebuild computes ``stated`` itself, from the whole query's
 cosines; the variants read the vector pool's scores, which differ only for a query of three or more
 sentences). With ``--test``: before, shipped and the best fill on each set's test split, read once.
 
-    python -m benchmarks.run --full --only memory_statements [--data DIR]
-    python -m benchmarks.memory_statements --test [--data DIR]
+    python -m benchmarks.memory_statements [--data DIR]           # the dev rows and the rule
+    python -m benchmarks.memory_statements --test [--data DIR]    # and the test splits, read once
     python -m benchmarks.memory_statements --auc [--data DIR]   # the classifier's left-out AUC
     python -m benchmarks.memory_statements --fresh              # MemoryCode's test split, read once
 """
@@ -39,18 +40,16 @@ sentences). With ``--test``: before, shipped and the best fill on each set's tes
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import memory_lodo as ml
-from benchmarks.harness.common import RESULTS, data_dir, embedder, machine
+from benchmarks.harness.common import data_dir, embedder, write_result
 from benchmarks.harness.conversations import Replay
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
@@ -265,23 +264,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fresh", action="store_true", help="only MemoryCode's test split, read once (issue 76 #5)")
     args = ap.parse_args(argv)
     if args.fresh:
-        path = RESULTS / "memory_statements_fresh.json"
-        res = {"command": "python -m benchmarks.memory_statements --fresh", "date": datetime.now(timezone.utc).isoformat(timespec="seconds")} | fresh()
-        path.write_text(json.dumps({**res, "machine": machine()}, indent=2, default=str))
-        print(f"wrote {path.relative_to(RESULTS.parents[1])}", flush=True)
-        return
-    if args.auc:
-        path = RESULTS / "memory_statements_auc.json"
-        path.write_text(json.dumps({"command": "python -m benchmarks.memory_statements --auc", "auc": classifier_auc(data_dir(args.data))}, indent=2))
-        print(path.read_text(), flush=True)
-        return
-    out = run(data_dir(args.data), test=args.test)
-    out["command"] = "python -m benchmarks.memory_statements" + (" --test" if args.test else "")
-    out["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    path = RESULTS / ("memory_statements_test.json" if args.test else "memory_statements.json")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**out, "machine": machine()}, indent=2, default=str))
-    print(f"wrote {path.relative_to(RESULTS.parents[1])}", flush=True)
+        write_result("memory_statements_fresh", fresh(), "python -m benchmarks.memory_statements --fresh")
+    elif args.auc:
+        write_result("memory_statements_auc", {"auc": classifier_auc(data_dir(args.data))}, "python -m benchmarks.memory_statements --auc")
+    else:
+        name = "memory_statements_test" if args.test else "memory_statements"
+        write_result(name, run(data_dir(args.data), test=args.test), "python -m benchmarks.memory_statements" + (" --test" if args.test else ""))
 
 
 if __name__ == "__main__":

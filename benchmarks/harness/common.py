@@ -4,6 +4,7 @@ machine facts, SQuAD helpers. Splits come from :mod:`benchmarks.harness.splits`.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import threading
@@ -154,6 +155,18 @@ def acting(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def pct(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def write_result(name: str, out: dict[str, Any], command: str) -> Path:
+    """Write a benchmark's ``out`` to benchmarks/results/<name>.json with its command, the date and the machine."""
+    from datetime import datetime, timezone
+
+    path = RESULTS / f"{name}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = {"command": command, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    path.write_text(json.dumps({**out, **stamp, "machine": machine()}, indent=2, default=str))
+    print(f"wrote {path.relative_to(ROOT)}", flush=True)
+    return path
 
 
 def machine() -> dict[str, Any]:
