@@ -83,7 +83,7 @@ def _turns(n: str, raw: dict[str, Any]) -> tuple[list[Turn], list[list[Turn]]]:
     sessions: list[list[Turn]] = []
     for i, session in enumerate(raw["sessions"]):
         day = _START + timedelta(days=i)
-        mine = []
+        mine: list[Turn] = []
         for k, piece in enumerate(p.strip() for p in split.split(session["text"].strip())):
             name, _, text = piece.partition(":")
             role = "user" if name.strip() == mentor else "assistant" if name.strip() == mentee else None
