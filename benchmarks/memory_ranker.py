@@ -23,7 +23,7 @@ what cutting keeps. The baseline is memory_lodo's best fill (the best of dense, 
 fills, each plain or dated for time questions) per set and budget; "shipped" is ``MemoryConfig()``
 through the replay (the memory's own rebuild, every hand rule of decide.py in force).
 
-Settings, 9 tried in all. The first run's 7, fixed before any figure: the shipped selection, and
+Settings, 13 tried in all. The first run's 7, fixed before any figure: the shipped selection, and
 the ranker at L2 penalty 1e-4, 1e-3 or 1e-2 (on the weighted mean log-loss) x the fill whole (a
 turn that does not fit is passed over) or cut (a turn over half of ``l_max`` is cut to its best
 part of that size, and the first that does not fit the room left is cut to it). The first run
@@ -31,7 +31,13 @@ chose the shipped selection: every ranker was vetoed by LoCoMo, where the shippe
 turns are worth +0.064 (partner_turns=False, dev, 256 tokens) and the rankers had none. The second
 run adds 2, fixed before its figures: the ranker at 1e-4 or 1e-3, whole, with each partner turn
 lifted toward its anchor as the shipped fill lifts it (:func:`meve.memory.fill.with_partners`,
-``partner_weight`` 0.5). Nothing else varies: features, pools, the latest exchange's two turns and
+``partner_weight`` 0.5). The third run adds 4, fixed before its figures: the ranker's odds against
+the query's best candidate (:meth:`meve.memory.ranker.Ranker.relative`) in place of the fused score
+inside the memory's own selection ("in fill": ``MemoryConfig()``'s latest exchange, user statements
+and partner worth, so only the fusion and the role discount are replaced), at 1e-3 fitted per turn,
+and at 1e-3 or 1e-2 fitted listwise (:func:`meve.memory.ranker.fit_listwise`: each question's
+softmax over its candidates, the order a fill reads); and the listwise ranker at 1e-3, whole, with
+partners. Nothing else varies: features, pools, the latest exchange's two turns and
 the sets are fixed.
 
 The rule that chooses (issue 76 item 4), fixed before any figure:
@@ -65,7 +71,7 @@ import argparse
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +86,7 @@ from meve import MemoryConfig, get_token_counter
 from meve.memory import features
 from meve.memory.decide import decide_dates
 from meve.memory.fill import fill_by_score, with_partners
-from meve.memory.ranker import Ranker, fit, order_by_score
+from meve.memory.ranker import Ranker, fit, fit_listwise, order_by_score
 from meve.memory.render import render
 from meve.memory.select import latest_turns
 from meve.retrieval.terms import stemmed_tokenize, terms_held
@@ -91,6 +97,12 @@ SETTINGS: tuple[dict[str, Any], ...] = (
     # Second run (added after the first run's figures, docs/design/memory-ranker.md): the partner turn competes at its worth
     # lifted toward its anchor's, as the shipped fill lifts it (partner_weight 0.5); the first run's rankers lacked it.
     *({"l2": l2, "cut": False, "partners": True} for l2 in (1e-4, 1e-3)),
+    # Third run (added after the second run's figures, docs/design/memory-ranker.md): the learned score in place of the fused
+    # score inside the memory's own selection ("in fill": the latest exchange, the user's statements and partner turns as
+    # the memory decides them), and the fit as a choice among each question's candidates (listwise) instead of per turn.
+    {"l2": 1e-3, "cut": False, "in_fill": True},
+    *({"l2": l2, "cut": False, "in_fill": True, "listwise": True} for l2 in (1e-3, 1e-2)),
+    {"l2": 1e-3, "cut": False, "partners": True, "listwise": True},
 )
 SHIPPED = "shipped"
 POOL = 256  # MomentaryMemory's candidate_pool
@@ -100,7 +112,13 @@ COMMAND = "python -m benchmarks.memory_ranker --test --save PATH"
 
 def name_of(s: Mapping[str, Any]) -> str:
     """A ranker setting's name in the results."""
-    return f"ranker l2={s['l2']:g} {'cut' if s['cut'] else 'whole'}" + (" partners" if s.get("partners") else "")
+    name = f"ranker l2={s['l2']:g} " + ("listwise " if s.get("listwise") else "")
+    return name + ("in fill" if s.get("in_fill") else ("cut" if s["cut"] else "whole") + (" partners" if s.get("partners") else ""))
+
+
+def fitted_key(s: Mapping[str, Any]) -> tuple[float, bool]:
+    """The ranker a setting reads: its L2 penalty and whether it is fitted listwise."""
+    return s["l2"], bool(s.get("listwise"))
 
 
 @dataclass
@@ -164,17 +182,22 @@ def prepare(convs: list[Conversation], stem: bool | None = None, emb: Any = None
     return prep
 
 
-def train(preps: Mapping[str, Prepared], names: Sequence[str], l2: float) -> Ranker:
-    """The ranker fitted on ``names``' items, each set weighing 1 in all and each of its questions alike."""
-    xs, ys, ws = [], [], []
+def train(preps: Mapping[str, Prepared], names: Sequence[str], l2: float, listwise: bool = False) -> Ranker:
+    """The ranker fitted on ``names``' items, each set weighing 1 in all and each of its questions
+    alike (``listwise``: :func:`meve.memory.ranker.fit_listwise`, one weight per question)."""
+    xs, ys, ws, qs = [], [], [], []
     for n in names:
         items = [it for it in preps[n].items if len(it.y)]
         for it in items:
             xs.append(it.x)
             ys.append(it.y)
             ws.append(np.full(len(it.y), 1.0 / (len(items) * len(it.y))))
+            qs.append(1.0 / len(items))
     about = {"sets": list(names), "questions": {n: len(preps[n].items) for n in names}}
-    return fit(np.concatenate(xs), np.concatenate(ys), l2=l2, weight=np.concatenate(ws), about=about)
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    if listwise:
+        return fit_listwise(x, y, [len(v) for v in ys], l2=l2, weight=qs, about=about)
+    return fit(x, y, l2=l2, weight=np.concatenate(ws), about=about)
 
 
 def learned(model: Ranker, prep: Prepared, l_max: int, cut: bool, partners: bool = False) -> Callable[[Replay, str, np.ndarray], tuple[Any, str]]:
@@ -183,7 +206,8 @@ def learned(model: Ranker, prep: Prepared, l_max: int, cut: bool, partners: bool
 
     def run(rp: Replay, query: str, qvec: np.ndarray) -> tuple[Any, str]:
         it = prep.by_text[(rp.conv.name, query)]
-        scores = model.score(it.x)
+        # A listwise fit's logits mean something only within a query: its worth is the odds against the best candidate's.
+        scores = model.relative(it.x) if model.about.get("objective") == "listwise" else model.score(it.x)
         ranked = order_by_score(scores, it.age)
         order = it.positions[ranked].tolist()
         if partners:
@@ -193,6 +217,27 @@ def learned(model: Ranker, prep: Prepared, l_max: int, cut: bool, partners: bool
         return sel, render(sel.turns, dates=dated)
 
     return run
+
+
+def in_fill(model: Ranker, prep: Prepared, l_max: int) -> Callable[[Replay, str, np.ndarray], tuple[Any, str]]:
+    """A run for :func:`benchmarks.memory_lodo.score`: the memory's own selection (``MemoryConfig()``
+    at ``l_max``: what goes in first, the user's statements, partner turns by worth) over the
+    ranker's score in place of the fused score; a pooled turn the ranker did not see scores 0."""
+    cfg = MemoryConfig(l_max=l_max)
+
+    def run(rp: Replay, query: str, qvec: np.ndarray) -> tuple[Any, str]:
+        it = prep.by_text[(rp.conv.name, query)]
+        found = rp.candidates(query, qvec, cfg, POOL)
+        first = found.first
+        fused = {int(p): float(v) for p, v in zip(it.positions, model.relative(it.x), strict=True) if int(p) not in first}
+        return rp.choose(query, replace(found, fused=fused | {p: 0.0 for p in found.fused if p not in fused}))
+
+    return run
+
+
+def run_of(model: Ranker, prep: Prepared, l_max: int, s: Mapping[str, Any]) -> Callable[[Replay, str, np.ndarray], tuple[Any, str]]:
+    """The run a setting names."""
+    return in_fill(model, prep, l_max) if s.get("in_fill") else learned(model, prep, l_max, s["cut"], s.get("partners", False))
 
 
 def rows_at(prep: Prepared, runs: Mapping[str, Any], l_max: int) -> dict[str, dict[str, Any]]:
@@ -240,13 +285,14 @@ def dev_step(sets: Mapping[str, Mapping[str, list[Conversation]]], emb: Any = No
     dev: dict[str, dict[str, Any]] = {}
     models: dict[str, dict[str, Any]] = {}
     for n in names:
-        fitted = {l2: train(preps, [m for m in names if m != n], l2) for l2 in sorted({s["l2"] for s in SETTINGS})}
-        models[n] = {f"l2={l2:g}": dict(zip(r.features, np.round(r.weights, 4).tolist(), strict=True)) | {"bias": round(r.bias, 4)} for l2, r in fitted.items()}
+        fitted = {k: train(preps, [m for m in names if m != n], *k) for k in sorted({fitted_key(s) for s in SETTINGS})}
+        models[n] = {
+            f"l2={k[0]:g}" + (" listwise" if k[1] else ""): dict(zip(r.features, np.round(r.weights, 4).tolist(), strict=True)) | {"bias": round(r.bias, 4)}
+            for k, r in fitted.items()
+        }
         dev[n] = {}
         for b in ml.BUDGETS:
-            runs: dict[str, Any] = {SHIPPED: ml.setting({}, b)} | {
-                name_of(s): learned(fitted[s["l2"]], preps[n], b, s["cut"], s.get("partners", False)) for s in SETTINGS
-            }
+            runs: dict[str, Any] = {SHIPPED: ml.setting({}, b)} | {name_of(s): run_of(fitted[fitted_key(s)], preps[n], b, s) for s in SETTINGS}
             dev[n][str(b)] = rows_at(preps[n], runs, b)
         print(f"memory_ranker: {n} left out, dev done at {time.perf_counter() - t0:.0f}s", flush=True)
     recall = {n: round(float(np.mean([it.y.sum() > 0 for it in p.items])), 4) for n, p in preps.items()}
@@ -262,12 +308,12 @@ def final_step(sets: Mapping[str, Mapping[str, list[Conversation]]], preps: Mapp
     out: dict[str, Any] = {}
     for n in sets:
         test = prepare(sets[n]["test"], stem=preps[n].stem, emb=emb)
-        model = train(preps, [m for m in sets if m != n], setting["l2"]) if setting else None
+        model = train(preps, [m for m in sets if m != n], *fitted_key(setting)) if setting else None
         out[n] = {}
         for b in ml.BUDGETS:
             runs: dict[str, Any] = {SHIPPED: ml.setting({}, b)}
             if setting and model:
-                runs[chosen] = learned(model, test, b, setting["cut"], setting.get("partners", False))
+                runs[chosen] = run_of(model, test, b, setting)
             out[n][str(b)] = rows_at(test, runs, b)
         print(f"memory_ranker: {n} test done", flush=True)
     return out
@@ -283,7 +329,7 @@ def save_chosen(preps: Mapping[str, Prepared], chosen: str, path: Path, sets: Se
     names = list(sets) if sets else list(preps)
     if unknown := [n for n in names if n not in preps]:
         raise SystemExit(f"--save-sets {unknown} are not among the sets: {', '.join(preps)}")
-    model = train(preps, names, setting["l2"])
+    model = train(preps, names, *fitted_key(setting))
     about = {**model.about, "setting": setting, "embedder": preps[names[0]].replays[0].embedder, "command": COMMAND}
     Ranker(model.features, model.weights, model.bias, about).save(path)
     items = [it.qid for n in names for it in preps[n].items]

@@ -11,7 +11,7 @@ SETS = {"squad": "SQuAD", "hotpotqa": "HotpotQA", "wikiqa": "WikiQA", "msmarco":
 
 def memory_ranker_facts(d: dict[str, Any]) -> dict[str, Any]:
     """Every setting's left-out dev margin per set and budget, the verdicts of the rule, and the choice."""
-    shown = [s for s in d["settings"] if s == "shipped" or s.endswith("whole") or s.endswith("partners")]
+    shown = [s for s in d["settings"] if s == "shipped" or s.endswith(("whole", "partners", "in fill"))]
     rows = []
     for n, per_set in d["dev"].items():
         for b, r in per_set.items():

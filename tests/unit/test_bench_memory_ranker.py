@@ -54,14 +54,14 @@ SETS = {f"set{s}": {"dev": [conversation(f"s{s}-dev", s)], "test": [conversation
 
 def test_the_dev_step_replays_every_setting_left_out_and_the_rule_chooses(monkeypatch, tmp_path):
     out, preps = mr.dev_step(SETS, emb=HashEmbedder())
-    assert out["rule"]["settings_tried"] == 1 + len(mr.SETTINGS) == 9 == len(out["settings"]) and out["settings"][0] == mr.SHIPPED
+    assert out["rule"]["settings_tried"] == 1 + len(mr.SETTINGS) == 13 == len(out["settings"]) and out["settings"][0] == mr.SHIPPED
     assert out["rule"]["chosen"] in out["settings"]
     for n in SETS:
         assert out["evidence_among_candidates"][n] == 1.0  # every question's evidence is a candidate
         for b in ("256", "512", "1024"):
             row = out["dev"][n][b]
             assert set(out["settings"]) <= set(row) and row[mr.SHIPPED]["vs_shipped_ci95"] == [0.0, 0.0]
-    assert set(out["weights_left_out"]["set0"]) == {"l2=0.0001", "l2=0.001", "l2=0.01"}
+    assert set(out["weights_left_out"]["set0"]) == {"l2=0.0001", "l2=0.001", "l2=0.01", "l2=0.001 listwise", "l2=0.01 listwise"}
     chosen = next(name for name in out["settings"] if name != mr.SHIPPED)
     test = mr.final_step(SETS, preps, chosen, emb=HashEmbedder())
     assert set(test["set1"]["512"]) == {"best_fill", mr.SHIPPED, chosen}

@@ -16,7 +16,7 @@ from meve.memory import features
 from meve.memory.features import NAMES, QuerySignals, gather, matrix, term_coverage
 from meve.memory.fill import MIN_CUT, fill_by_score, with_partners
 from meve.memory.log import Snapshot
-from meve.memory.ranker import FORMAT, VERSION, Ranker, fit, order_by_score
+from meve.memory.ranker import FORMAT, VERSION, Ranker, fit, fit_listwise, order_by_score
 from meve.memory.records import Turn
 from meve.memory.render import TRUNCATION_MARKER, render, render_turn
 
@@ -133,6 +133,31 @@ def test_a_fit_refuses_what_it_cannot_fit():
         fit(x, np.zeros(len(y)), names=("dense_rel", "bm25_rel"))
     with pytest.raises(ValueError, match="2 features"):
         fit(x[:, :1], y, names=("dense_rel", "bm25_rel"))
+
+
+def test_the_listwise_fit_learns_the_order_within_each_query_whatever_its_level():
+    # Each query's evidence is its candidate with the highest 2 x a + b; the queries' levels differ
+    # by a shift a pointwise fit would have to spend weight on, and which cancels within a query.
+    rng = np.random.default_rng(3)
+    xs, ys, sizes = [], [], []
+    for q in range(120):
+        n = int(rng.integers(4, 25))
+        x = rng.normal(size=(n, 2)) + q % 4
+        y = np.zeros(n)
+        y[np.argmax(2 * x[:, 0] + x[:, 1])] = 1
+        xs, ys, sizes = [*xs, x], [*ys, y], [*sizes, n]
+    names = ("dense_rel", "bm25_rel")
+    a = fit_listwise(np.concatenate(xs), np.concatenate(ys), sizes, names=names, l2=1e-4)
+    b = fit_listwise(np.concatenate(xs), np.concatenate(ys), sizes, names=names, l2=1e-4)
+    assert np.array_equal(a.weights, b.weights) and a.bias == 0.0 and a.about["objective"] == "listwise"
+    assert a.weights[0] > a.weights[1] > 0
+    hits = [int(np.argmax(a.relative(x)) == np.argmax(y)) for x, y in zip(xs, ys, strict=True)]
+    assert sum(hits) >= 0.9 * len(hits)
+    assert all(a.relative(x).max() == 1.0 for x in xs)
+    with pytest.raises(ValueError, match="sizes add up"):
+        fit_listwise(np.concatenate(xs), np.concatenate(ys), sizes[:-1], names=names)
+    with pytest.raises(ValueError, match="no query with weight"):
+        fit_listwise(np.concatenate(xs), np.concatenate(ys), sizes, names=names, weight=np.zeros(len(sizes)))
 
 
 def test_save_and_load_round_trip(tmp_path):

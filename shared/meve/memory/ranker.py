@@ -29,7 +29,7 @@ from meve.core.durable import write_atomically
 from meve.core.errors import InputError
 from meve.memory.features import NAMES
 
-__all__ = ["FORMAT", "SHIPPED", "VERSION", "Ranker", "fit", "order_by_score"]
+__all__ = ["FORMAT", "SHIPPED", "VERSION", "Ranker", "fit", "fit_listwise", "order_by_score"]
 
 FORMAT = "meve-memory-ranker"
 VERSION = 1
@@ -87,6 +87,13 @@ class Ranker:
     def score(self, x: np.ndarray) -> np.ndarray:
         """Each row's probability of being one of the question's evidence turns."""
         return _sigmoid(self.logits(x))
+
+    def relative(self, x: np.ndarray) -> np.ndarray:
+        """One query's rows' odds against its best row's, exp(logit - the best logit), in (0, 1]:
+        the worth a fill scales to its best candidate, the same for a pointwise or a listwise fit
+        (whose logits mean something only within a query)."""
+        z = self.logits(x)
+        return np.exp(z - z.max()) if len(z) else z
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object :meth:`save` writes."""
@@ -196,6 +203,84 @@ def fit(
         theta = theta - t * step
     info = {"l2": float(l2), "rows": len(y), "newton_steps": steps, "loss": round(loss(theta), 8)}
     return Ranker(tuple(names), theta[:-1], float(theta[-1]), {**info, **(about or {})})
+
+
+def fit_listwise(
+    x: Any,
+    y: Any,
+    sizes: Sequence[int],
+    *,
+    names: Sequence[str] = NAMES,
+    l2: float = 1e-3,
+    weight: Any = None,
+    about: Mapping[str, Any] | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-10,
+) -> Ranker:
+    """Fit the ranker as a choice among each query's candidates (a conditional logit): ``x``'s rows
+    are the queries' candidates one query after another, ``sizes`` how many each has; the loss is
+    each query's cross-entropy between the softmax of its logits and its labels spread evenly over
+    its evidence turns, weighted by ``weight`` (one per query), plus ``l2``/2 x the squared weights.
+
+    Why: the fill reads only the order within a query, and a pointwise fit spends weights on telling
+    one query's level from another's (a long conversation's candidates are rarer evidence). A query
+    without an evidence turn among its candidates teaches no order and is left out. No bias (it
+    cancels within a query). Newton's method from zero, deterministic."""
+    counts = np.asarray(sizes, dtype=np.int64)
+    if counts.ndim != 1 or (counts < 1).any():
+        raise ValueError("fit_listwise: sizes must be one positive count per query")
+    w = np.ones(len(counts)) if weight is None else np.asarray(weight, dtype=np.float64).ravel()
+    if w.shape != counts.shape or not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError(f"fit_listwise: weight must be one finite, non-negative number per query ({len(counts)}); got {w.shape}")
+    x, y, _ = _checked(x, y, names, l2, None)
+    if counts.sum() != len(y):
+        raise ValueError(f"fit_listwise: sizes add up to {int(counts.sum())}, not the {len(y)} rows")
+    q = _Queries(x, y, counts, w)
+    theta = np.zeros(x.shape[1])
+    steps = 0
+    while steps < max_iter:
+        steps += 1
+        f0, grad, hess = q.loss(theta, l2, derivatives=True)
+        step = np.linalg.solve(hess, grad)
+        decrement = float(grad @ step)
+        if decrement / 2.0 < tol:
+            break
+        t = 1.0
+        while t > 1e-12 and q.loss(theta - t * step, l2)[0] > f0 - 1e-4 * t * decrement:
+            t /= 2.0
+        theta = theta - t * step
+    info = {"l2": float(l2), "objective": "listwise", "rows": len(y), "queries": int((q.w > 0).sum()), "newton_steps": steps}
+    return Ranker(tuple(names), theta, 0.0, {**info, "loss": round(q.loss(theta, l2)[0], 8), **(about or {})})
+
+
+class _Queries:
+    """Rows grouped by query for :func:`fit_listwise`: each query's weight (0 for one without
+    evidence, normalised to sum 1) and its labels spread over its evidence turns."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, counts: np.ndarray, w: np.ndarray) -> None:
+        self.x, self.starts = x, np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.gid = np.repeat(np.arange(len(counts)), counts)
+        pos = np.add.reduceat(y, self.starts)
+        w = np.where(pos > 0, w, 0.0)
+        if not w.sum() > 0:
+            raise ValueError("fit_listwise: no query with weight has an evidence turn among its candidates")
+        self.w, self.ybar = w / w.sum(), y / np.maximum(pos, 1.0)[self.gid]
+
+    def loss(self, t: np.ndarray, l2: float, derivatives: bool = False) -> tuple[float, np.ndarray, np.ndarray]:
+        """The penalised loss at ``t``, and with ``derivatives`` its gradient and Hessian."""
+        x, starts, gid, w = self.x, self.starts, self.gid, self.w
+        z = x @ t
+        zmax = np.maximum.reduceat(z, starts)
+        e = np.exp(z - zmax[gid])
+        tot = np.add.reduceat(e, starts)
+        f = float(w @ (np.log(tot) + zmax - np.add.reduceat(self.ybar * z, starts)) + 0.5 * l2 * t @ t)
+        if not derivatives:
+            return f, t, t
+        p, wr = e / tot[gid], w[gid]
+        grad = x.T @ (wr * (p - self.ybar)) + l2 * t
+        m = np.add.reduceat(x * p[:, None], starts)
+        hess = (x * (wr * p)[:, None]).T @ x - (m * w[:, None]).T @ m + np.eye(len(t)) * (l2 + 1e-12)
+        return f, grad, hess
 
 
 def order_by_score(scores: np.ndarray, age: np.ndarray) -> np.ndarray:
