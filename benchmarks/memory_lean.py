@@ -1,0 +1,145 @@
+"""Chat memory: the rule that keeps the latest exchange whole when nothing earlier is near the query,
+questioned in the open (issue 76; DEVELOPERS.md: "when a selection rule rejects every candidate,
+question the rule").
+
+The rule (:func:`meve.memory.decide.leans_on_latest`, :func:`meve.memory.decide.decide_recent_cap`):
+a query of over six words with no earlier turn at or above ``follow_up_cosine`` (0.3) "is about what
+was just said", so the latest exchange goes in first, whole, and a reply longer than ``l_max`` is cut
+to all the room. On PrefEval's dev split at 256 tokens (an ad-hoc trace read of the questions the
+dense fill wins) it fires on standalone requests ("Can you suggest some fulfilling career paths that
+involve helping others?") whose preference ("I dislike working in the healthcare industry") is
+under the bar: a 475-token reply cut to 254 tokens is the whole context, and no earlier turn can come in.
+
+Settings, 4, fixed before any figure of this module (the first three were also read once in a
+throwaway probe of the same replay, whose figures this module repeats):
+
+- ``shipped``: ``MemoryConfig()``.
+- ``capped``: such a query's latest turns keep at most ``TURN_SHARE`` (half) of ``l_max`` each, as a
+  short question that an earlier turn is about does.
+- ``compete``: only a short query leans on the latest exchange; a longer one lets it compete by
+  relevance (the "nothing near" reason removed).
+- ``cut half``: such a query's latest turn is kept whole when it fits, and one that must be cut
+  anyway keeps at most half of ``l_max`` instead of all the room left.
+
+The rule that chooses is :func:`benchmarks.memory_ranker.choose` (issue 76 item 4): the highest mean
+margin over the best fill across seven sets x 256/512/1,024 tokens on the dev splits, vetoed by a row
+whose paired 95% interval against the shipped setting lies wholly below zero. One more condition, fixed
+before any figure: the memory sets hold no follow-up request, so a setting that changes what a long
+follow-up keeps ("Rewrite the whole thing in a friendlier tone" after a reply longer than half of
+``l_max``) is judged by the tests that pin it (tests/unit/test_memory_anchor.py,
+tests/integration/test_memory_real.py), not by these rows. Dev splits only.
+
+Result (2026-11-29, at 3de10a8): mean dev margin shipped +0.0292, ``capped`` +0.0333, ``compete``
++0.0333, ``cut half`` +0.0322; no veto. The rule alone picks ``capped``; the condition leaves
+``shipped`` and ``cut half``, and ``cut half`` ships (PrefEval +0.019 at 256, LongMemEval +0.016 at
+256 and 512, BEAM +0.006 at 256 and 512; every other row unchanged). The test splits are read once
+after, by memory_lodo (``python -m benchmarks.run --full --only memory_lodo``).
+
+    python -m benchmarks.memory_lean [--data DIR]     # writes benchmarks/results/memory_lean.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from benchmarks import memory_lodo as ml
+from benchmarks import memory_ranker as mr
+from benchmarks.harness.common import data_dir, embedder, write_result
+from meve.memory import decide, select
+
+SETTINGS = ("shipped", "capped", "compete", "cut half")
+#: The settings that keep a reply that fits whole for a long follow-up (the condition of the module
+#: docstring): ``capped`` cuts it to half of ``l_max``, ``compete`` lets it lose to older turns.
+KEEP_FOLLOW_UPS = ("shipped", "cut half")
+_cap, _leans, _recent = decide.decide_recent_cap, decide.leans_on_latest, select._recent
+
+
+def _nothing_near(query: str, leans: bool, about: bool) -> bool:
+    return leans and not about and not decide.short_query(query)[0]
+
+
+def capped_cap(share: float, l_max: int, query: str, leans: bool, about: bool = False) -> tuple[int | None, str]:
+    """``capped``: a long query with nothing near keeps half of ``l_max`` per latest turn."""
+    return _cap(share, l_max, query, leans, about or _nothing_near(query, leans, about))
+
+
+def compete_leans(query: str, nearby: decide.Nearby, threshold: float | None) -> tuple[bool, str]:
+    """``compete``: only a short query leans on the latest exchange."""
+    if decide.short_query(query)[0]:
+        return _leans(query, nearby, threshold)
+    return False, f"the query has {decide.short_query(query)[1]} words and carries its own subject"
+
+
+def half_recent(fill: Any, recent: Sequence[int], cap: int | None) -> None:
+    """``cut half``: with no cap (a query that leans on the latest exchange, nothing earlier about
+    it), a latest turn that does not fit whole is cut to half of ``l_max`` rather than all the room;
+    a short query's ("Continue") keeps all the room, as shipped."""
+    if cap is not None or decide.short_query(fill.query)[0]:
+        return _recent(fill, recent, cap)
+    half = int(decide.TURN_SHARE * fill.cfg.l_max)
+    for i in reversed(recent):
+        whole = fill.ledger.cost(fill.line(i)) <= fill.ledger.left
+        _recent(fill, [i], None if whole else half)
+
+
+@contextmanager
+def variant(name: str) -> Iterator[None]:
+    """The code of setting ``name`` in force (the shipped functions patched for the benchmark only)."""
+    targets: dict[str, tuple[Any, str, Any]] = {
+        "capped": (decide, "decide_recent_cap", capped_cap),
+        "compete": (decide, "leans_on_latest", compete_leans),
+        "cut half": (select, "_recent", half_recent),
+    }
+    patches = [mock.patch.object(*targets[name])] if name in targets else []
+    for p in patches:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in patches:
+            p.stop()
+
+
+def run_of(name: str, l_max: int) -> Callable[..., Any]:
+    """A run for :func:`benchmarks.memory_lodo.score`: ``MemoryConfig()`` at ``l_max`` under setting ``name``."""
+    shipped = ml.setting({}, l_max)
+
+    def run(rp: Any, query: str, qvec: Any) -> Any:
+        with variant(name):
+            return shipped(rp, query, qvec)
+
+    return run
+
+
+def run(data: Path) -> dict[str, Any]:
+    """Every setting's dev rows, and the rule's choice."""
+    t0 = time.perf_counter()
+    sets = {n: s for n, s in ml.conversations(data).items() if n in ml.LODO_SETS}
+    dev: dict[str, dict[str, Any]] = {}
+    for n, s in sets.items():
+        reps, qvecs, stem = ml.dev_replays(s["dev"])
+        prep = mr.Prepared(reps, qvecs, stem)
+        dev[n] = {str(b): mr.rows_at(prep, {k: run_of(k, b) for k in SETTINGS}, b) for b in ml.BUDGETS}
+        print(f"memory_lean: {n} done at {time.perf_counter() - t0:.0f}s", flush=True)
+    embedder().save()
+    out: dict[str, Any] = {"protocol": __doc__, "settings": list(SETTINGS), "dev": dev, "rule": mr.choose(dev, SETTINGS)}
+    out["chosen"] = mr.choose(dev, KEEP_FOLLOW_UPS)["chosen"]  # the rule among the settings the condition allows
+    return {**out, "elapsed_s": round(time.perf_counter() - t0, 1)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Dev rows and the choice (benchmarks/results/memory_lean.json)."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
+    args = ap.parse_args(argv)
+    write_result("memory_lean", run(data_dir(args.data)), "python -m benchmarks.memory_lean")
+
+
+if __name__ == "__main__":
+    main()
