@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,26 +181,16 @@ def fit(
     xa = np.column_stack([x, np.ones(len(x))])
     pen = np.full(xa.shape[1], float(l2))
     pen[-1] = 0.0
-    theta = np.zeros(xa.shape[1])
 
     def loss(t: np.ndarray) -> float:
         z = xa @ t
         return float(s @ (np.logaddexp(0.0, z) - y * z) + 0.5 * pen @ (t * t))
 
-    steps = 0
-    while steps < max_iter:
-        steps += 1
-        p = _sigmoid(xa @ theta)
-        grad = xa.T @ (s * (p - y)) + pen * theta
-        hess = (xa * (s * p * (1.0 - p))[:, None]).T @ xa + np.diag(pen + 1e-12)
-        step = np.linalg.solve(hess, grad)
-        decrement = float(grad @ step)
-        if decrement / 2.0 < tol:
-            break
-        f0, t = loss(theta), 1.0
-        while t > 1e-12 and loss(theta - t * step) > f0 - 1e-4 * t * decrement:
-            t /= 2.0
-        theta = theta - t * step
+    def derivatives(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = _sigmoid(xa @ t)
+        return xa.T @ (s * (p - y)) + pen * t, (xa * (s * p * (1.0 - p))[:, None]).T @ xa + np.diag(pen + 1e-12)
+
+    theta, steps = _newton(loss, derivatives, xa.shape[1], max_iter, tol)
     info = {"l2": float(l2), "rows": len(y), "newton_steps": steps, "loss": round(loss(theta), 8)}
     return Ranker(tuple(names), theta[:-1], float(theta[-1]), {**info, **(about or {})})
 
@@ -236,21 +226,30 @@ def fit_listwise(
     if counts.sum() != len(y):
         raise ValueError(f"fit_listwise: sizes add up to {int(counts.sum())}, not the {len(y)} rows")
     q = _Queries(x, y, counts, w)
-    theta = np.zeros(x.shape[1])
-    steps = 0
+    theta, steps = _newton(lambda t: q.loss(t, l2)[0], lambda t: q.loss(t, l2, derivatives=True)[1:], x.shape[1], max_iter, tol)
+    info = {"l2": float(l2), "objective": "listwise", "rows": len(y), "queries": int((q.w > 0).sum()), "newton_steps": steps}
+    return Ranker(tuple(names), theta, 0.0, {**info, "loss": round(q.loss(theta, l2)[0], 8), **(about or {})})
+
+
+def _newton(
+    loss: Callable[[np.ndarray], float], derivatives: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], n: int, max_iter: int, tol: float
+) -> tuple[np.ndarray, int]:
+    """Newton's method from zero with a backtracking line search, for a convex ``loss`` with its
+    gradient and Hessian (``derivatives``); stops when half the Newton decrement falls under
+    ``tol``. The weights and the steps taken."""
+    theta, steps = np.zeros(n), 0
     while steps < max_iter:
         steps += 1
-        f0, grad, hess = q.loss(theta, l2, derivatives=True)
+        grad, hess = derivatives(theta)
         step = np.linalg.solve(hess, grad)
         decrement = float(grad @ step)
         if decrement / 2.0 < tol:
             break
-        t = 1.0
-        while t > 1e-12 and q.loss(theta - t * step, l2)[0] > f0 - 1e-4 * t * decrement:
+        f0, t = loss(theta), 1.0
+        while t > 1e-12 and loss(theta - t * step) > f0 - 1e-4 * t * decrement:
             t /= 2.0
         theta = theta - t * step
-    info = {"l2": float(l2), "objective": "listwise", "rows": len(y), "queries": int((q.w > 0).sum()), "newton_steps": steps}
-    return Ranker(tuple(names), theta, 0.0, {**info, "loss": round(q.loss(theta, l2)[0], 8), **(about or {})})
+    return theta, steps
 
 
 class _Queries:
