@@ -20,15 +20,42 @@ def memory_ranker_facts(d: dict[str, Any]) -> dict[str, Any]:
                 lo, hi = r[s]["vs_shipped_ci95"]
                 row[s] = f"{r[s]['margin']:+.4f}" + ("" if s == "shipped" else f" ({lo:+.3f} to {hi:+.3f})")
             rows.append(row)
-    verdicts = [
-        {"setting": k, "mean margin": f"{v['mean_margin']:+.4f}", "vetoed by": ", ".join(v["vetoed_by"]) or "none"} for k, v in d["rule"]["verdicts"].items()
-    ]
     rule = d["rule"]
     target = _target(
         rule["chosen"] != "shipped",
         f"a ranker chosen over the hand rules (target): the rule chose {rule['chosen']} of {rule['settings_tried']} settings.",
     )
-    return {"d": d, "rows": table(rows), "verdicts": table(verdicts), "target": target, "recall": d["evidence_among_candidates"]}
+    return {"d": d, "rows": table(rows), "verdicts": verdicts_table(rule), "target": target, "recall": d["evidence_among_candidates"]}
+
+
+def verdicts_table(rule: dict[str, Any]) -> str:
+    """Issue 76's rule, as :func:`benchmarks.memory_ranker.choose` gives it: each setting's mean margin and its vetoes."""
+    rows = [{"setting": k, "mean margin": f"{v['mean_margin']:+.4f}", "vetoed by": ", ".join(v["vetoed_by"]) or "none"} for k, v in rule["verdicts"].items()]
+    return table(rows)
+
+
+def memory_lean_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """The four settings of the latest-exchange rule when nothing earlier is near: dev margins per set and budget
+    (only rows where a setting differs from the shipped one), the verdicts, and the choice under the follow-up condition."""
+    rows = []
+    for n, per_set in d["dev"].items():
+        for b, r in per_set.items():
+            if all(r[s]["answerable"] == r["shipped"]["answerable"] for s in d["settings"]):
+                continue
+            row: dict[str, Any] = {"set": n, "budget": b, "best fill": f"{r['best_fill']['answerable']:.4f}"}
+            for s in d["settings"]:
+                lo, hi = r[s]["vs_shipped_ci95"]
+                row[s] = f"{r[s]['margin']:+.4f}" + ("" if s == "shipped" else f" ({lo:+.3f} to {hi:+.3f})")
+            rows.append(row)
+    unchanged = sum(len(per_set) for per_set in d["dev"].values()) - len(rows)
+    probes = []
+    for n, per_set in d.get("follow_ups", {}).items():
+        for b in ("256", "512", "1024"):
+            r = per_set[b]
+            if all(r[s] == r["shipped"] for s in d["settings"]):
+                continue
+            probes.append({"set": n, "budget": b, "probes": per_set["probes"]} | {s: f"{r[s]['coverage']:.3f} ({r[s]['whole']:.2f})" for s in d["settings"]})
+    return {"d": d, "rows": table(rows), "verdicts": verdicts_table(d["rule"]), "unchanged": unchanged, "probes": table(probes) if probes else ""}
 
 
 def memory_paired_facts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
