@@ -1229,6 +1229,7 @@ def write() -> Path:
     facts["memory_ranker"] = report_round.memory_ranker_facts(res["memory_ranker"]) if "memory_ranker" in res else None
     statements = res.get("memory_statements_test") or res.get("memory_statements")
     facts["memory_statements"] = report_round.memory_statements_facts(statements) if statements else None
+    facts["memory_follow"] = report_round.memory_follow_facts(res["memory_follow"]) if "memory_follow" in res else None
     facts["memory_lean"] = report_round.memory_lean_facts(res["memory_lean"]) if "memory_lean" in res else None
     facts["memory_adapter"] = report_round.memory_adapter_facts(res["memory_adapter"]) if "memory_adapter" in res else None
     facts["memory_fresh"] = report_round.memory_fresh_facts(res["memory_statements_fresh"]) if "memory_statements_fresh" in res else None

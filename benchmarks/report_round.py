@@ -58,6 +58,34 @@ def memory_lean_facts(d: dict[str, Any]) -> dict[str, Any]:
     return {"d": d, "rows": table(rows), "verdicts": verdicts_table(d["rule"]), "unchanged": unchanged, "probes": table(probes) if probes else ""}
 
 
+def memory_follow_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """The follow-up classifier: each set's left-out AUC and calls beside the hand rule's, and the end-to-end rows
+    where it differs from the hand rule (both regimes), with the rule's verdicts."""
+    def both(r: dict[str, Any], key: str) -> str:
+        return f"{r['classifier'][key]:.2f} / {r['hand_rule'][key]:.2f}"
+
+    sets = [
+        {"set": n, "AUC": r["auc"], "questions": r["questions"], "probes": r["probes"]}
+        | {f"{k} called follow-ups (classifier / rule)": both(r, f"{k}_called_follow_up") for k in ("probes", "questions")}
+        for n, r in d["sets"].items()
+    ]
+    rows = []
+    for regime in ("end_to_end", "end_to_end_permissive"):
+        for n, per in d[regime].items():
+            for b, r in per.items() if n != "verdict" else ():
+                old, new = r["shipped"], r["learned"]
+                if old["margin"] == new["margin"] and old["probe_coverage"] == new["probe_coverage"]:
+                    continue
+                lo, hi = new["vs_shipped_ci95"]
+                rows.append(
+                    {"fitted on": "other six" if regime == "end_to_end" else "permissive others", "set": n, "budget": b}
+                    | {"margin (rule -> classifier)": f"{old['margin']:+.4f} -> {new['margin']:+.4f} ({lo:+.3f} to {hi:+.3f})"}
+                    | {"reply coverage (rule -> classifier)": f"{old['probe_coverage']:.3f} -> {new['probe_coverage']:.3f}"}
+                )
+    verdicts = {r: d[r]["verdict"] for r in ("end_to_end", "end_to_end_permissive")}
+    return {"d": d, "sets": table(sets), "rows": table(rows), "verdicts": verdicts}
+
+
 def memory_paired_facts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The shipped memory before and after the latest-exchange cap, dev rows that changed, and the mean margins."""
     rows, margins = [], {"before": 0.0, "after": 0.0}
