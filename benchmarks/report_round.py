@@ -61,6 +61,7 @@ def memory_lean_facts(d: dict[str, Any]) -> dict[str, Any]:
 def memory_follow_facts(d: dict[str, Any]) -> dict[str, Any]:
     """The follow-up classifier: each set's left-out AUC and calls beside the hand rule's, and the end-to-end rows
     where it differs from the hand rule (both regimes), with the rule's verdicts."""
+
     def both(r: dict[str, Any], key: str) -> str:
         return f"{r['classifier'][key]:.2f} / {r['hand_rule'][key]:.2f}"
 
