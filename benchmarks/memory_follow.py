@@ -61,7 +61,6 @@ classifier calls follow-ups, pay for the gain. The test splits were not read.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -76,7 +75,7 @@ import numpy as np
 from benchmarks import memory_anchor as anchor
 from benchmarks import memory_lodo as ml
 from benchmarks import memory_ranker as mr
-from benchmarks.harness.common import data_dir, embedder, write_result
+from benchmarks.harness.common import dev_main, embedder
 from benchmarks.harness.conversations import Replay
 from benchmarks.harness.follow_ups import probes
 from meve import MemoryConfig, get_token_counter
@@ -136,13 +135,8 @@ def learned_leans(model: Model) -> Any:
     return leans
 
 
-def before_leans(query: str, nearby: decide.Nearby, threshold: float | None) -> tuple[bool, str]:
-    """The rule as it was before the learned classifier (0.7.0's first form): at most six words, or no
-    turn before the latest exchange is about the query (:func:`meve.memory.decide.is_about`)."""
-    if decide.short_query(query)[0]:
-        return True, "short"
-    about, why = decide.is_about(nearby, threshold)
-    return (False, "own subject") if about else (True, why)
+#: The rule as shipped (:func:`meve.memory.decide.leans_on_latest`), kept before any patch.
+before_leans = decide.leans_on_latest
 
 
 @contextmanager
@@ -297,11 +291,8 @@ def run(data: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Measure, and write benchmarks/results/memory_follow.json."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
-    args = ap.parse_args(argv)
-    write_result("memory_follow", run(data_dir(args.data)), "python -m benchmarks.memory_follow")
+    """Dev rows, written to benchmarks/results/memory_follow.json."""
+    dev_main("memory_follow", run, __doc__, argv)
 
 
 if __name__ == "__main__":

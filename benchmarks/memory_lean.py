@@ -52,7 +52,6 @@ trained on them yet.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -65,7 +64,7 @@ import numpy as np
 from benchmarks import memory_anchor as anchor
 from benchmarks import memory_lodo as ml
 from benchmarks import memory_ranker as mr
-from benchmarks.harness.common import data_dir, embedder, write_result
+from benchmarks.harness.common import dev_main, embedder
 from benchmarks.harness.follow_ups import probes
 from meve import MemoryConfig, get_token_counter
 from meve.memory import decide, select
@@ -167,11 +166,8 @@ def run(data: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Dev rows and the choice (benchmarks/results/memory_lean.json)."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
-    args = ap.parse_args(argv)
-    write_result("memory_lean", run(data_dir(args.data)), "python -m benchmarks.memory_lean")
+    """Dev rows, written to benchmarks/results/memory_lean.json."""
+    dev_main("memory_lean", run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,13 @@ machine facts, SQuAD helpers. Splits come from :mod:`benchmarks.harness.splits`.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
 import platform
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,15 @@ def write_result(name: str, out: dict[str, Any], command: str) -> Path:
     path.write_text(json.dumps({**out, **stamp, "machine": machine()}, indent=2, default=str))
     print(f"wrote {path.relative_to(ROOT)}", flush=True)
     return path
+
+
+def dev_main(name: str, run: Callable[[Path], dict[str, Any]], doc: str | None, argv: list[str] | None = None) -> Path:
+    """The command line of a benchmark that reads the dev splits only: ``--data``, then ``run``'s
+    result written to benchmarks/results/<name>.json under the command ``python -m benchmarks.<name>``."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
+    args = ap.parse_args(argv)
+    return write_result(name, run(data_dir(args.data)), f"python -m benchmarks.{name}")
 
 
 def machine() -> dict[str, Any]:
