@@ -226,9 +226,9 @@ def fit_listwise(
     if counts.sum() != len(y):
         raise ValueError(f"fit_listwise: sizes add up to {int(counts.sum())}, not the {len(y)} rows")
     q = _Queries(x, y, counts, w)
-    theta, steps = _newton(lambda t: q.loss(t, l2)[0], lambda t: q.loss(t, l2, derivatives=True)[1:], x.shape[1], max_iter, tol)
+    theta, steps = _newton(lambda t: q.value(t, l2), lambda t: q.derivatives(t, l2), x.shape[1], max_iter, tol)
     info = {"l2": float(l2), "objective": "listwise", "rows": len(y), "queries": int((q.w > 0).sum()), "newton_steps": steps}
-    return Ranker(tuple(names), theta, 0.0, {**info, "loss": round(q.loss(theta, l2)[0], 8), **(about or {})})
+    return Ranker(tuple(names), theta, 0.0, {**info, "loss": round(q.value(theta, l2), 8), **(about or {})})
 
 
 def _newton(
@@ -265,21 +265,25 @@ class _Queries:
             raise ValueError("fit_listwise: no query with weight has an evidence turn among its candidates")
         self.w, self.ybar = w / w.sum(), y / np.maximum(pos, 1.0)[self.gid]
 
-    def loss(self, t: np.ndarray, l2: float, derivatives: bool = False) -> tuple[float, np.ndarray, np.ndarray]:
-        """The penalised loss at ``t``, and with ``derivatives`` its gradient and Hessian."""
-        x, starts, gid, w = self.x, self.starts, self.gid, self.w
-        z = x @ t
-        zmax = np.maximum.reduceat(z, starts)
-        e = np.exp(z - zmax[gid])
-        tot = np.add.reduceat(e, starts)
-        f = float(w @ (np.log(tot) + zmax - np.add.reduceat(self.ybar * z, starts)) + 0.5 * l2 * t @ t)
-        if not derivatives:
-            return f, t, t
-        p, wr = e / tot[gid], w[gid]
-        grad = x.T @ (wr * (p - self.ybar)) + l2 * t
-        m = np.add.reduceat(x * p[:, None], starts)
+    def _softmax(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        z = self.x @ t
+        zmax = np.maximum.reduceat(z, self.starts)
+        e = np.exp(z - zmax[self.gid])
+        return z, zmax, e, np.add.reduceat(e, self.starts)
+
+    def value(self, t: np.ndarray, l2: float) -> float:
+        """The penalised loss at ``t``."""
+        z, zmax, _, tot = self._softmax(t)
+        return float(self.w @ (np.log(tot) + zmax - np.add.reduceat(self.ybar * z, self.starts)) + 0.5 * l2 * t @ t)
+
+    def derivatives(self, t: np.ndarray, l2: float) -> tuple[np.ndarray, np.ndarray]:
+        """The penalised loss's gradient and Hessian at ``t``."""
+        x, w = self.x, self.w
+        _, _, e, tot = self._softmax(t)
+        p, wr = e / tot[self.gid], w[self.gid]
+        m = np.add.reduceat(x * p[:, None], self.starts)
         hess = (x * (wr * p)[:, None]).T @ x - (m * w[:, None]).T @ m + np.eye(len(t)) * (l2 + 1e-12)
-        return f, grad, hess
+        return x.T @ (wr * (p - self.ybar)) + l2 * t, hess
 
 
 def order_by_score(scores: np.ndarray, age: np.ndarray) -> np.ndarray:
