@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,18 @@ def test_meve_index_returns_with_no_file_of_the_index_left_open(tmp_path, capsys
     (tmp_path / "notes.md").write_text("The draisine was built by Karl Drais in 1817. It had no pedals.\n")
     assert main(["index", str(tmp_path / "notes.md"), "--db", str(tmp_path / "db")]) == 0
     capsys.readouterr()
-    assert _open_under(tmp_path / "db") == []
+    assert _open_once_closed(tmp_path / "db") == []
+
+
+def _open_once_closed(folder: Path, deadline_s: float = 10.0) -> list[str]:
+    """What stays open under ``folder`` once Chroma has finished closing. Its Rust side drops the
+    SQLite pool on its own threads after ``close()`` returns: on a loaded machine (two test suites on
+    two cores) a few descriptors were still open right after the command and closed within 20 ms.
+    The deadline only bounds a failure; a client left open keeps them for good."""
+    end = time.monotonic() + deadline_s
+    while (held := _open_under(folder)) and time.monotonic() < end:
+        time.sleep(0.01)
+    return held
 
 
 def _corpus(root: Path) -> Path:
