@@ -67,7 +67,6 @@ fails on a test item).
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -78,7 +77,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import memory_lodo as ml
-from benchmarks.harness.common import data_dir, embedder, write_result
+from benchmarks.harness.common import data_dir, embedder, parser, write_result
 from benchmarks.harness.conversations import Conversation, Replay
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
@@ -357,8 +356,7 @@ def run(data: Path, *, test: bool = False, save: Path | None = None, save_sets: 
 
 def main(argv: list[str] | None = None) -> None:
     """Steps 1-3, and 4 with ``--test`` (results: benchmarks/results/memory_ranker[_test].json)."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
+    ap = parser(__doc__)
     ap.add_argument("--test", action="store_true", help="step 4: the chosen setting on the test splits, read once")
     ap.add_argument("--save", type=Path, help="write the chosen ranker, fitted on every dev split, to this JSON file")
     ap.add_argument("--save-sets", help="comma-separated sets the saved ranker is fitted on (default: all seven; see the model card on licences)")

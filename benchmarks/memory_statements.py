@@ -39,7 +39,6 @@ sentences). With ``--test``: before, shipped and the best fill on each set's tes
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -49,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import memory_lodo as ml
-from benchmarks.harness.common import data_dir, embedder, write_result
+from benchmarks.harness.common import data_dir, embedder, parser, write_result
 from benchmarks.harness.conversations import Replay
 from benchmarks.harness.lodo import gain_interval
 from benchmarks.harness.splits import write_fitted
@@ -257,8 +256,7 @@ def fresh() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     """Dev rows and the rule (and ``--test``): benchmarks/results/memory_statements[_test].json."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
+    ap = parser(__doc__)
     ap.add_argument("--test", action="store_true", help="also the test splits, read once")
     ap.add_argument("--auc", action="store_true", help="only the classifier's left-out AUC on each dev split")
     ap.add_argument("--fresh", action="store_true", help="only MemoryCode's test split, read once (issue 76 #5)")

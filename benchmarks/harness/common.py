@@ -173,10 +173,16 @@ def write_result(name: str, out: dict[str, Any], command: str) -> Path:
 def dev_main(name: str, run: Callable[[Path], dict[str, Any]], doc: str | None, argv: list[str] | None = None) -> Path:
     """The command line of a benchmark that reads the dev splits only: ``--data``, then ``run``'s
     result written to benchmarks/results/<name>.json under the command ``python -m benchmarks.<name>``."""
+    args = parser(doc).parse_args(argv)
+    return write_result(name, run(data_dir(args.data)), f"python -m benchmarks.{name}")
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """A memory benchmark's command line: its docstring's first line, and ``--data`` (the folder
+    holding the data sets; default ../shared/data)."""
     ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     ap.add_argument("--data", help="folder holding locomo/ (default ../shared/data)")
-    args = ap.parse_args(argv)
-    return write_result(name, run(data_dir(args.data)), f"python -m benchmarks.{name}")
+    return ap
 
 
 def machine() -> dict[str, Any]:
