@@ -53,8 +53,8 @@ trained on them yet.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -122,31 +122,42 @@ def variant(name: str) -> Iterator[None]:
             p.stop()
 
 
-def run_of(name: str, l_max: int) -> Callable[..., Any]:
-    """A run for :func:`benchmarks.memory_lodo.score`: ``MemoryConfig()`` at ``l_max`` under setting ``name``."""
-    shipped = ml.setting({}, l_max)
+#: A setting's code in force: ``within(name)`` is a context manager (:func:`variant`).
+Within = Callable[[str], AbstractContextManager[None]]
+#: Settings' ``MemoryConfig`` fields by name (None: every setting ``MemoryConfig()``'s).
+Fields = Mapping[str, Mapping[str, Any]] | None
+
+
+def run_of(name: str, l_max: int, within: Within = variant, fields: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+    """A run for :func:`benchmarks.memory_lodo.score`: ``MemoryConfig(**fields)`` at ``l_max`` under setting ``name``."""
+    shipped = ml.setting(dict(fields or {}), l_max)
 
     def run(rp: Any, query: str, qvec: Any) -> Any:
-        with variant(name):
+        with within(name):
             return shipped(rp, query, qvec)
 
     return run
 
 
-def probe_coverage(rps: Sequence[Any], qvecs: Sequence[Any], l_max: int) -> dict[str, dict[str, float]]:
+def probe_coverage(
+    rps: Sequence[Any], qvecs: Sequence[Any], l_max: int, settings: Sequence[str] = SETTINGS, within: Within = variant, fields: Fields = None
+) -> dict[str, dict[str, float]]:
     """Each setting's mean share of the probed reply's tokens kept, and the share kept whole
-    (:func:`benchmarks.memory_anchor.coverage`), over follow-up probes."""
+    (:func:`benchmarks.memory_anchor.coverage`), over follow-up probes (``fields``: a setting's
+    ``MemoryConfig`` fields, if any)."""
     counter, out = get_token_counter(), {}
-    for name in SETTINGS:
-        with variant(name):
-            cfg = MemoryConfig(l_max=l_max)
+    for name in settings:
+        with within(name):
+            cfg = MemoryConfig(l_max=l_max, **(fields or {}).get(name, {}))
             cov = [anchor.coverage(rp.memory(rp.conv.questions[0].text, qv[0], cfg)[0], rp, counter) for rp, qv in zip(rps, qvecs, strict=True)]
         out[name] = {"coverage": round(float(np.mean(cov)), 4), "whole": round(float(np.mean([c == 1.0 for c in cov])), 4)}
     return out
 
 
-def run(data: Path) -> dict[str, Any]:
-    """Every setting's dev rows, and the rule's choice."""
+def measure(data: Path, settings: Sequence[str], within: Within, name: str, fields: Fields = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each setting's dev rows per set and budget (:func:`benchmarks.memory_ranker.rows_at`) and its
+    follow-up probe coverage, ``within`` putting each setting's code in force and ``fields`` giving
+    a setting's ``MemoryConfig`` fields, if any."""
     t0 = time.perf_counter()
     sets = {n: s for n, s in ml.conversations(data).items() if n in ml.LODO_SETS}
     dev: dict[str, dict[str, Any]] = {}
@@ -154,11 +165,18 @@ def run(data: Path) -> dict[str, Any]:
     for n, s in sets.items():
         reps, qvecs, stem = ml.dev_replays(s["dev"])
         prep = mr.Prepared(reps, qvecs, stem)
-        dev[n] = {str(b): mr.rows_at(prep, {k: run_of(k, b) for k in SETTINGS}, b) for b in ml.BUDGETS}
+        dev[n] = {str(b): mr.rows_at(prep, {k: run_of(k, b, within, (fields or {}).get(k)) for k in settings}, b) for b in ml.BUDGETS}
         prb = ml.replays_of(probes(s["dev"], "dev"))
-        follow[n] = {str(b): probe_coverage(*prb, b) for b in ml.BUDGETS} | {"probes": len(prb[0])}
-        print(f"memory_lean: {n} done at {time.perf_counter() - t0:.0f}s", flush=True)
+        follow[n] = {str(b): probe_coverage(*prb, b, settings, within, fields) for b in ml.BUDGETS} | {"probes": len(prb[0])}
+        print(f"{name}: {n} done at {time.perf_counter() - t0:.0f}s", flush=True)
     embedder().save()
+    return dev, follow
+
+
+def run(data: Path) -> dict[str, Any]:
+    """Every setting's dev rows, and the rule's choice."""
+    t0 = time.perf_counter()
+    dev, follow = measure(data, SETTINGS, variant, "memory_lean")
     out: dict[str, Any] = {"protocol": __doc__, "settings": list(SETTINGS), "dev": dev, "follow_ups": follow, "rule": mr.choose(dev, SETTINGS)}
     out["chosen"] = mr.choose(dev, KEEP_FOLLOW_UPS)["chosen"]  # the rule among the settings the condition allows
     out["shipped"] = "shipped"  # the follow-up probes' coverage overturned the choice (module docstring)

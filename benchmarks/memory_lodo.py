@@ -227,6 +227,7 @@ RELEASE_020 = {
     "recent_turns": 1,
     "recent_share": 1.0,
     "user_statements": False,  # added in 0.7.0 (issue 76)
+    "cap_turns": False,  # added in 0.7.0 (issue 76)
 }
 # The default shipped before this run (the first run of issue 48), replayed with this run's code.
 AT_START = {
@@ -241,6 +242,7 @@ AT_START = {
     "role_cue": False,
     "query_sentences": False,
     "user_statements": False,  # added in 0.7.0 (issue 76)
+    "cap_turns": False,  # added in 0.7.0 (issue 76)
 }
 # The Momentary Contexts paper's reconstruction: a weighted sum of normalised BM25 and vector scores
 # (it gives no weights; equal ones), the most recent turn, no dates, no partner turns.
@@ -255,6 +257,7 @@ PAPER = {
     "role_cue": False,
     "query_sentences": False,
     "user_statements": False,  # added in 0.7.0 (issue 76)
+    "cap_turns": False,  # added in 0.7.0 (issue 76)
 }
 FILLS = ("dense", "bm25", "hybrid")
 #: The five sets of issue 48 and two of issue 64's fifth run, whose test splits it read first.

@@ -93,3 +93,21 @@ def test_a_config_given_twice_is_replayed_once_per_question(monkeypatch):
     assert any(MemoryConfig(**s) == MemoryConfig() for s in grid)
     choice = choose_memory(dev, counter, grid, 48, reps=20)
     assert len(calls) == len(dev) * len(grid) and choice.default_evidence in choice.evidence
+
+
+def test_a_plain_fill_takes_each_turn_whole_or_not_at_all():
+    # The baselines are the frameworks' top-k fills: no cut of a long turn (the memory's cap_turns is its own).
+    from datetime import datetime, timedelta, timezone
+
+    from meve import get_token_counter
+    from meve.evaluate.replay import Replay
+    from meve.memory.records import Turn
+
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    texts = ["short one about item1", "long " * 300 + "item2", "short two about item3"]
+    turns = [Turn(f"t{i}", "user", x, t0 + timedelta(minutes=i), i) for i, x in enumerate(texts)]
+    emb = FakeEmbedder()
+    rp = Replay(turns, get_token_counter(), emb.encode, emb.name)
+    sel, text = rp.fill([0, 1, 2], l_max=400)
+    assert [t.text for t in sel.turns] == texts  # the long turn is over half of l_max, and stays whole
+    assert not any(t.metadata.get("meve_truncated") for t in sel.turns)

@@ -10,7 +10,7 @@ from meve.memory.decide import ROLE_DISCOUNT, decide_role
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import render, render_turn
-from meve.memory.select import decide_dates, rank, select_turns, weigh_roles
+from meve.memory.select import MIN_CUT, decide_dates, rank, select_turns, weigh_roles
 
 COUNTER = get_token_counter()
 DAY0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -176,3 +176,58 @@ def test_with_top_k_a_statement_goes_in_first_only_if_it_ranks_within_top_k():
     sel = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[0, 2], partner=neighbour(snap), stated=[(2, 0.5)])
     assert list(sel.picked) == [4, 0]  # turn 2 ranks second: outside top_k, so not recalled at all
     assert not sel.reasons[2][0]
+
+
+# A long reply ranked second would take the room of a short preference ranked third (issue 76:
+# "no single turn may take the budget while others score").
+HUB = "The hub that pairs with every smart home assistant is the one to buy for your reliable smart home."
+LONG = [
+    ("user", "I dislike using any devices from Google due to privacy concerns.", 0),  # 0: rank 3
+    ("assistant", "Understood.", 0),
+    ("user", "Which speaker sounds best for a small flat?", 1),  # 2: rank 1
+    (
+        "assistant",
+        " ".join(
+            ["Speakers differ mostly in their drivers, room size and placement on a shelf."] * 8 + [HUB] + ["Bass ports matter less than most reviews say."] * 8
+        ),
+        1,
+    ),  # 3: rank 2
+    ("user", "Can you help me find a reliable smart home assistant?", 2),  # 4: the most recent turn
+]
+
+
+def test_a_long_turn_ranked_second_comes_in_as_its_best_part_and_leaves_room_for_the_turn_after_it():
+    snap = snapshot(LONG)
+    l_max = fits(snap, [2, 3, 4]) + 6  # the long reply fits whole beside turns 2 and 4, then no room for 0
+    assert fits(snap, [0, 2, 3, 4]) > l_max and snap.tokens[3] > l_max // 2
+    cfg = MemoryConfig(l_max=l_max, dates=False, partner_turns=False)
+    kw = {"recent": [4], "pinned": [], "ranked": [2, 3, 0], "partner": neighbour(snap), "query": LONG[4][1]}
+    sel = select_turns(snap, cfg, COUNTER, **kw)  # type: ignore[arg-type]
+    assert [t.id for t in sel.turns] == ["t0", "t2", "t3", "t4"]
+    cut = sel.picked[3]
+    assert cut.metadata["meve_truncated"] and HUB in cut.text  # the part the query matches
+    assert sel.reasons[3][2] <= l_max // 2 and "cut to its best part" in sel.reasons[3][1] and "its share of l_max" in sel.reasons[3][1]
+    assert sel.turns[0].text == LONG[0][1]  # the preference, whole
+    assert COUNTER.count(render(sel.turns)) <= l_max
+    # The paper's fill (cap_turns=False): the long reply whole, and no room for the preference.
+    whole = select_turns(snap, cfg.replace(cap_turns=False), COUNTER, **kw)  # type: ignore[arg-type]
+    assert [t.id for t in whole.turns] == ["t2", "t3", "t4"] and not whole.reasons[0][0]
+
+
+def test_the_best_ranked_turn_comes_in_whole_however_long():
+    snap = snapshot(LONG)
+    l_max = fits(snap, [0, 3, 4]) + 6
+    cfg = MemoryConfig(l_max=l_max, dates=False, partner_turns=False)
+    sel = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[3, 0], partner=neighbour(snap), query=LONG[4][1])
+    assert snap.tokens[3] > l_max // 2
+    assert sel.picked[3].text == LONG[3][1] and sel.reasons[3][1] == "relevance rank 1 (score 1.000)"
+    assert [t.id for t in sel.turns] == ["t0", "t3", "t4"]
+
+
+def test_a_cap_that_would_keep_too_few_words_is_not_made():
+    snap = snapshot(LONG)
+    l_max = fits(snap, [0, 2]) + 2  # turn 0 (ranked second) is over half of it, and half holds under MIN_CUT tokens of its text
+    assert snap.tokens[0] > l_max // 2 and l_max // 2 < MIN_CUT + 3
+    cfg = MemoryConfig(l_max=l_max, dates=False, partner_turns=False)
+    sel = select_turns(snap, cfg, COUNTER, recent=[], pinned=[], ranked=[2, 0], partner=neighbour(snap), query=LONG[4][1])
+    assert sel.picked[0].text == LONG[0][1]  # whole: a cut would keep too little to say anything

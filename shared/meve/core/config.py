@@ -259,17 +259,14 @@ def time_words(query: str) -> str | None:
 
 
 def _default_weights() -> dict[str, float]:
-    # With dates="auto", keep_recent="short" and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat,
-    # MemoryBank, RealMem and LongMemEval by the best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory,
-    # leave-one-dataset-out").
+    # With dates="auto", keep_recent="short" and partner turns worth 0.5: chosen on the dev splits of LoCoMo, SelQA-chat, MemoryBank,
+    # RealMem and LongMemEval by the best worst-case margin over plain fills (BENCHMARKS.md, "Chat memory, leave-one-dataset-out").
     return {"bm25": 0.5, "dense": 0.5}
 
 
 def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None) -> dict[str, float]:
-    """Check fusion weights: non-negative numbers keyed by 'bm25', 'dense' or an embedder name, summing > 0.
-
-    ``embedder_names=None`` accepts any str key (checked later against the actual embedders).
-    """
+    """Check fusion weights: non-negative numbers keyed by 'bm25', 'dense' or an embedder name, summing > 0;
+    ``embedder_names=None`` accepts any str key (checked later against the actual embedders)."""
     if not isinstance(weights, Mapping) or not weights:
         raise ConfigError("weights", weights, "a non-empty mapping like {'bm25': 0.3, 'dense': 0.7}")
     allowed = ("bm25", "dense", *(embedder_names or ()))
@@ -284,6 +281,9 @@ def validate_weights(weights: Any, embedder_names: tuple[str, ...] | None = None
     if not total > 0 or math.isinf(total):
         raise ConfigError("weights", dict(weights), "weights whose sum is a finite number > 0")
     return out
+
+
+_KEEP_RECENT = "True, False, 'short' (a follow-up: at most six words, or nothing earlier bears on it) or 'auto' (a follow-up by its words)"
 
 
 @strict
@@ -346,6 +346,9 @@ class MemoryConfig:
         user_statements: of the two turns nearest the query by the first embedder's vector, the
             user's at or above ``follow_up_cosine`` go in before the relevance fill, whole, within half
             of ``l_max`` (:func:`meve.memory.signals.stated`): "I can't stand horror films" for "Recommend a film".
+        cap_turns: a turn recalled by relevance (or as a partner) whose line is over half of ``l_max`` comes
+            in as its part the query matches, of that size, so one long turn cannot take the room of shorter
+            ones ranked after it; the best-ranked comes in whole when it fits. False: whole or not at all.
     """
 
     top_k: int | None = None
@@ -366,6 +369,7 @@ class MemoryConfig:
     role_cue: bool = True
     query_sentences: bool = True
     user_statements: bool = True
+    cap_turns: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k is not None:
@@ -382,17 +386,13 @@ class MemoryConfig:
         cos = self.follow_up_cosine
         if cos is not None and (isinstance(cos, bool) or not isinstance(cos, int | float) or not -1.0 <= cos <= 1.0):
             raise ConfigError("follow_up_cosine", cos, "a cosine in [-1, 1], or None (off)")
-        for flag in ("stemming", "partner_turns", "role_cue", "query_sentences", "user_statements"):
+        for flag in ("stemming", "partner_turns", "role_cue", "query_sentences", "user_statements", "cap_turns"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(flag, getattr(self, flag), "True or False")
         if not isinstance(self.dates, bool) and self.dates != "auto":
             raise ConfigError("dates", self.dates, "True, False or 'auto' (dated lines only for a query about time)")
         if not isinstance(self.keep_recent, bool) and self.keep_recent not in ("auto", "short"):
-            raise ConfigError(
-                "keep_recent",
-                self.keep_recent,
-                "True, False, 'short' (a follow-up: at most six words, or nothing earlier bears on it) or 'auto' (a follow-up by its words)",
-            )
+            raise ConfigError("keep_recent", self.keep_recent, _KEEP_RECENT)
 
     def replace(self, **overrides: Any) -> MemoryConfig:
         """A validated copy with the given fields changed; ``None`` values are ignored."""

@@ -113,8 +113,9 @@ class Replay:
 
     def fill(self, ranked: Sequence[int], l_max: int, dates: bool = False) -> tuple[Selection, str]:
         """A plain fill baseline: turns in ``ranked`` order while they fit, rendered like the memory's
-        ``role: text`` lines in time order (no recent turn, no partner turns; dated when ``dates``)."""
-        cfg = MemoryConfig(l_max=l_max, partner_turns=False, dates=dates, recent_turns=0)
+        ``role: text`` lines in time order (no recent turn, no partner turns, every turn whole or not
+        at all; dated when ``dates``)."""
+        cfg = MemoryConfig(l_max=l_max, partner_turns=False, dates=dates, recent_turns=0, cap_turns=False)
         sel = select_turns(self.snap, cfg, self.counter, recent=[], pinned=[], ranked=ranked, partner=self.partner)
         return sel, render(sel.turns, dates=dates)
 

@@ -23,13 +23,9 @@ from meve.memory.decide import TURN_SHARE
 from meve.memory.log import Snapshot
 from meve.memory.records import Turn
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
-from meve.memory.select import Selection
+from meve.memory.select import MIN_CUT, Selection
 
 __all__ = ["MIN_CUT", "TURN_SHARE", "fill_by_score", "with_partners"]
-
-#: The fewest tokens of a turn's text worth a cut line: fewer say less than their line's role,
-#: marker and separator cost.
-MIN_CUT = 16
 
 
 class _Lines:

@@ -121,6 +121,20 @@ class _Fill:
     def refuse(self, i: int, reason: str) -> None:
         self.sel.reasons[i] = (False, reason, 0)
 
+    def head(self, i: int) -> int:
+        """The tokens of turn ``i``'s line without its text (role, and date when dated)."""
+        return self.counter.count(render_turn(replace(self.snap.turns[i], text=""), dates=self.cfg.dates is True))
+
+    def cut(self, i: int, text_room: int) -> tuple[Turn, int] | None:
+        """Turn ``i`` cut to its part the query matches (:func:`truncate_turn`; its end when the
+        query shares no word with it), marked, in at most ``text_room`` tokens of text, and its
+        line's tokens; None when not even the marker fits."""
+        turn = self.snap.turns[i]
+        got = truncate_turn(self.counter, turn.text, text_room, self.query)
+        if got is None:
+            return None
+        return replace(turn, text=got[0], metadata={**turn.metadata, "meve_truncated": True}), got[1] + self.head(i)
+
 
 def _recent(fill: _Fill, recent: Sequence[int], cap: int | None) -> None:
     """The most recent turns, newest first; one that does not fit whole, or whose text is over
@@ -129,21 +143,20 @@ def _recent(fill: _Fill, recent: Sequence[int], cap: int | None) -> None:
     snap, cfg = fill.snap, fill.cfg
     for i in reversed(recent):
         turn, own = snap.turns[i], fill.line(i)
-        head = fill.counter.count(render_turn(replace(turn, text=""), dates=cfg.dates is True))
+        head = fill.head(i)
         need = fill.ledger.cost(own)
         if (cap is None or own - head <= cap) and fill.take(i, turn, own, "most recent turn (always kept)"):
             continue
         room = fill.ledger.left if cap is None else min(fill.ledger.left, fill.ledger.cost(cap + head))
-        cut = truncate_turn(fill.counter, turn.text, room - fill.ledger.cost(head), fill.query)
+        cut = fill.cut(i, room - fill.ledger.cost(head))
         if cut is None:
             fill.refuse(i, f"recent turn of {need} tokens; only {fill.ledger.left} left, too little for a cut copy")
             continue
-        text, used = cut
-        short = replace(turn, text=text, metadata={**turn.metadata, "meve_truncated": True})
-        cost = fill.ledger.cost(used + head)
+        short, line = cut
+        cost = fill.ledger.cost(line)
         why = f"l_max {cfg.l_max}" if room == fill.ledger.left else f"its share of l_max ({cap} tokens of text)"
-        if not fill.take(i, short, used + head, f"most recent turn, truncated to {cost} of {need} tokens to fit {why}"):
-            raise RuntimeError(f"truncated recent turn of {used + head} tokens does not fit {fill.ledger.left} left")  # truncate_turn guarantees the fit
+        if not fill.take(i, short, line, f"most recent turn, truncated to {cost} of {need} tokens to fit {why}"):
+            raise RuntimeError(f"truncated recent turn of {line} tokens does not fit {fill.ledger.left} left")  # truncate_turn guarantees the fit
 
 
 def latest_turns(snap: Snapshot, n: int, skip_roles: Collection[str], skipped: Collection[int]) -> list[int]:
@@ -216,13 +229,25 @@ def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int |
             return f"partner turn of relevance rank {rank_} (worth {w} x {anchor:.3f} + {1.0 - w:g} x its own {mine:.3f} = {worth:.3f})"
         return f"relevance rank {rank_} (score {worth:.3f})" + (f" of top_k {cfg.top_k}" if cfg.top_k is not None else "")
 
-    order = sorted(cands, key=lambda i: (-cands[i][0], cands[i][1], cands[i][2]))
+    _take_in_order(fill, sorted(cands, key=lambda i: (-cands[i][0], cands[i][1], cands[i][2])), why)
+
+
+def _take_in_order(fill: _Fill, order: Sequence[int], why: Callable[[int], str]) -> None:
+    """Each of ``order`` not in already, where it fits the room left, else passed over
+    (``why(i)``: the trace's reason for turn ``i``). With ``cap_turns``, a turn but the first of
+    ``order`` whose line is over :data:`TURN_SHARE` of ``l_max`` comes in as its part the query
+    matches, of that size (:meth:`_Fill.cut`), so one long turn at rank 2 cannot take the room of
+    the shorter ones after it; the first, the best, comes in whole."""
+    snap, cfg = fill.snap, fill.cfg
+    share = int(TURN_SHARE * cfg.l_max) if cfg.cap_turns else None
     unnamed = (False, f"did not fit in what was left of l_max {cfg.l_max} (the first {_NAMED_MISSES} such turns are named)", 0)
     missed = 0
-    for i in order:
+    for k, i in enumerate(order):
         if i in fill.sel.reasons:  # a recent or kept-role turn: in already, or refused with its own reason
             continue
         line = fill.line(i)
+        if share is not None and k > 0 and line > share and fill.ledger.cost(line) <= fill.ledger.left and _share(fill, i, share, why(i)):
+            continue
         if fill.ledger.cost(line) > fill.ledger.left:
             missed += 1
             if missed <= _NAMED_MISSES:
@@ -233,8 +258,23 @@ def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int |
         fill.take(i, snap.turns[i], line, why(i))
 
 
+def _share(fill: _Fill, i: int, share: int, why: str) -> bool:
+    """Turn ``i`` (its line over ``share`` tokens) taken as its best part whose line is at most
+    ``share`` tokens, when that keeps :data:`MIN_CUT` tokens of its text or more."""
+    text_room = share - fill.head(i)
+    cut = fill.cut(i, text_room) if text_room >= MIN_CUT else None
+    if cut is None:
+        return False
+    short, line = cut
+    cost, need = fill.ledger.cost(line), fill.ledger.cost(fill.line(i))
+    return fill.take(i, short, line, f"{why}, cut to its best part ({cost} of {need} tokens) to fit its share of l_max ({share})")
+
+
 # Candidates refused for room that the trace explains one by one; the rest share one reason.
 _NAMED_MISSES = 32
+#: The fewest tokens of a turn's text worth a cut line: fewer say less than their line's role,
+#: marker and separator cost.
+MIN_CUT = 16
 
 
 def select_turns(
