@@ -4,10 +4,10 @@ does not fit the room left is cut to its best part rather than skipped"), on the
 selection rather than a learned ranker's.
 
 What it is for, read on PrefEval's dev split at 256 tokens (an ad-hoc trace read of the 9 of 108
-questions the dense fill wins, 2026-11-29): in 6 the fused ranking put a long turn first or second
-(a 250-token answer about smart-home hubs at rank 2) and it took the room the preference ("I
-dislike using any devices from Google due to privacy concerns", 15 tokens, relevance rank 33)
-needed. (The other 3 are the latest-exchange rule of ``benchmarks/memory_lean.py``.)
+questions the dense fill wins, 2026-11-29): in 4 a turn of over 200 tokens ranked second or third
+took most of the room the preference needed (a 250-token answer about smart-home hubs at rank 2;
+"I dislike using any devices from Google due to privacy concerns", 15 tokens, at relevance rank
+33); 3 are the latest-exchange rule of ``benchmarks/memory_lean.py``, 2 a fill of shorter turns.
 
 Settings, 4 (``shipped`` and three), fixed before any figure of this module; the first two were
 read first in a throwaway probe of the same replay, whose figures this module repeats:
@@ -40,7 +40,8 @@ lies wholly below zero), among the settings that keep at least as much of the fo
 replies as the shipped one at every set and budget (:mod:`benchmarks.harness.follow_ups`; the
 issue: "a follow-up still keeps the reply"). Dev splits only; a chosen setting is built into the
 library and its test rows read once by ``benchmarks/memory_lodo.py``. Beside them, chosen nothing
-by: ``capped_fills``, the best plain fill with the same cap (:func:`capped_fills`).
+by: ``capped_fills``, the best plain fill with the same cap (:func:`capped_fills`), and
+``losses``, how many questions the cap costs whose evidence turn is still in, cut (:func:`losses`).
 
     python -m benchmarks.memory_share [--data DIR]     # writes benchmarks/results/memory_share.json
 """
@@ -59,7 +60,7 @@ from benchmarks import memory_lean as lean
 from benchmarks import memory_lodo as ml
 from benchmarks import memory_ranker as mr
 from benchmarks.harness.common import dev_main
-from benchmarks.harness.conversations import Replay
+from benchmarks.harness.conversations import Replay, evidence_kept
 from meve import MemoryConfig
 from meve.memory import select
 from meve.memory.decide import TURN_SHARE
@@ -144,6 +145,32 @@ def capped_fills(data: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def losses(data: Path) -> dict[str, dict[str, dict[str, int]]]:
+    """A diagnostic of the metric, chosen nothing by: per set and budget (dev), the questions whose
+    answerable evidence the library's cap (``cap_turns``) lowers, how many of those still hold an
+    evidence turn cut to its best part (which this metric never credits), and the questions it raises."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for n, s in ml.conversations(data).items():
+        if n not in ml.LODO_SETS:
+            continue
+        reps, qvecs, _ = ml.dev_replays(s["dev"])
+        out[n] = {}
+        for b in ml.BUDGETS:
+            row = {"lost": 0, "lost_with_evidence_cut": 0, "gained": 0}
+            for rp, vecs in zip(reps, qvecs, strict=True):
+                by_id, where = {t.id: t for t in rp.conv.turns}, {t.id: i for i, t in enumerate(rp.conv.turns)}
+                for q, qv in zip(rp.conv.questions, vecs, strict=True):
+                    _, before = rp.memory(q.text, qv, MemoryConfig(l_max=b, cap_turns=False))
+                    sel, after = rp.memory(q.text, qv, MemoryConfig(l_max=b))
+                    was, now = evidence_kept(q, before, by_id), evidence_kept(q, after, by_id)
+                    row["gained"] += now > was
+                    row["lost"] += now < was
+                    cut = any(sel.picked[p].metadata.get("meve_truncated") for e in q.evidence if (p := where[e]) in sel.picked)
+                    row["lost_with_evidence_cut"] += now < was and cut
+            out[n][str(b)] = row
+    return out
+
+
 def run(data: Path) -> dict[str, Any]:
     """Every setting's dev rows and probe coverage, and the rule's choice."""
     t0 = time.perf_counter()
@@ -152,6 +179,7 @@ def run(data: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"protocol": __doc__, "settings": list(SETTINGS), "dev": dev, "follow_ups": follow, "rule": mr.choose(dev, SETTINGS)}
     out["keep_follow_ups"] = keep
     out["capped_fills"] = capped_fills(data)
+    out["losses"] = losses(data)
     out["chosen"] = mr.choose(dev, keep)["chosen"]
     return {**out, "elapsed_s": round(time.perf_counter() - t0, 1)}
 

@@ -1231,6 +1231,7 @@ def write() -> Path:
     facts["memory_statements"] = report_round.memory_statements_facts(statements) if statements else None
     facts["memory_follow"] = report_round.memory_follow_facts(res["memory_follow"]) if "memory_follow" in res else None
     facts["memory_lean"] = report_round.memory_lean_facts(res["memory_lean"]) if "memory_lean" in res else None
+    facts["memory_share"] = report_round.memory_share_facts(res["memory_share"], res.get("memory_lodo")) if "memory_share" in res else None
     facts["memory_adapter"] = report_round.memory_adapter_facts(res["memory_adapter"]) if "memory_adapter" in res else None
     facts["memory_fresh"] = report_round.memory_fresh_facts(res["memory_statements_fresh"]) if "memory_statements_fresh" in res else None
     paired = ("memory_paired_before", "memory_paired_after")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from benchmarks.report import _target, table
+from benchmarks.report import RESULTS, _target, table
 
 SETS = {"squad": "SQuAD", "hotpotqa": "HotpotQA", "wikiqa": "WikiQA", "msmarco": "MS MARCO"}
 
@@ -56,6 +57,37 @@ def memory_lean_facts(d: dict[str, Any]) -> dict[str, Any]:
                 continue
             probes.append({"set": n, "budget": b, "probes": per_set["probes"]} | {s: f"{r[s]['coverage']:.3f} ({r[s]['whole']:.2f})" for s in d["settings"]})
     return {"d": d, "rows": table(rows), "verdicts": verdicts_table(d["rule"]), "unchanged": unchanged, "probes": table(probes) if probes else ""}
+
+
+#: memory_lodo's results before ``cap_turns`` (issue 76), the "before" of the test read of :func:`memory_share_facts`.
+BEFORE_CAP = "history/memory_lodo_run19_issue76_before_cap_turns.json"
+
+
+def memory_share_facts(d: dict[str, Any], lodo: dict[str, Any] | None) -> dict[str, Any]:
+    """The four settings of one long turn's share (dev rows, verdicts, probes, as :func:`memory_lean_facts`), the best
+    fills with the same cap and the losses the metric cannot credit (dev), and the test read by memory_lodo: the shipped
+    arm before and after, per set and budget, against the best fill."""
+    out = memory_lean_facts(d)
+    capped, lost = [], []
+    for n, per_set in d["capped_fills"].items():
+        for b, v in per_set.items():
+            r = d["dev"][n][b]
+            memory, best = r["share, best whole"]["answerable"], r["best_fill"]["answerable"]
+            capped.append({"set": n, "budget": b, "best fill": f"{best:.4f}", "best fill, capped": f"{v:.4f}", "the memory": f"{memory:.4f}"})
+            lost.append({"set": n, "budget": b} | {k.replace("_", " "): x for k, x in d["losses"][n][b].items()})
+    out |= {"capped": table(capped), "losses": table([r for r in lost if r["lost"] or r["gained"]])}
+    before_path = RESULTS / BEFORE_CAP
+    if lodo is None or not before_path.exists():
+        return out | {"test": ""}
+    before, rows = json.loads(before_path.read_text()), []
+    for n, per_set in lodo["datasets"].items():
+        for b in ("256", "512", "1024"):
+            now, was = per_set["test"][b], before["datasets"][n]["test"][b]
+            best = max(v["answerable"] for v in now["baselines"].values())
+            x, y = was["arms"]["shipped"]["answerable"], now["arms"]["shipped"]["answerable"]
+            row = {"set": n, "budget": b, "best fill": f"{best:.4f}", "before": f"{x:.4f} ({x - best:+.4f})", "shipped": f"{y:.4f} ({y - best:+.4f})"}
+            rows.append(row | {"change": f"{y - x:+.4f}"})
+    return out | {"test": table(rows), "lodo": lodo}
 
 
 def memory_follow_facts(d: dict[str, Any]) -> dict[str, Any]:

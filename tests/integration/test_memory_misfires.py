@@ -125,3 +125,36 @@ def test_a_statement_and_its_update_both_come_in_the_newer_last(minilm, chroma_d
     assert texts.index(old[1]) < texts.index(new[1])  # in time order: the update reads last
     off = MomentaryMemory("update", path=chroma_dir, embedders=[minilm], config=MemoryConfig(l_max=256, user_statements=False))
     assert not {old[1], new[1]} & {t.text for t in off.reconstruct(query).turns}  # the requests sharing its words took the room
+
+
+GEAR = " ".join(
+    f"For a hiking trail in {m}, pack layers, a rain shell, two litres of water, a map of the trail, snacks and a small first-aid kit."
+    for m in ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
+)
+
+
+def test_a_long_turn_ranked_after_the_best_comes_in_as_its_best_part(minilm, chroma_dir):
+    chat = [
+        ("user", "My favourite hiking trail is the West Highland Way in Scotland."),
+        ("assistant", "A beautiful trail, congratulations on walking it."),
+        ("user", "What should I pack for a hiking trail, month by month?"),
+        ("assistant", GEAR),
+        *ERRANDS[:6],
+        ("user", "I hike every Sunday with my sister Ana."),
+        ("assistant", "Lovely habit."),
+        *ERRANDS[6:],
+    ]
+    mem = _memory(minilm, chroma_dir, "gear", chat, l_max=512)
+    assert 256 < mem.token_counter.count(GEAR) < 450  # over half of l_max, and it fits the room whole
+    query = "Which hiking trail do I like best, and who do I hike with on Sundays?"
+    ctx = mem.reconstruct(query)
+    gear = next(t for t in mem.turns() if t.text == GEAR)
+    row = next(r for r in ctx.trace if r.id == gear.id)
+    assert row.included and "cut to its best part" in row.reason and row.tokens <= 256, row.reason
+    kept = {t.id: t for t in ctx.turns}
+    assert kept[gear.id].metadata["meve_truncated"] and "hiking trail" in kept[gear.id].text
+    assert chat[0][1] in ctx.text and "I hike every Sunday with my sister Ana." in ctx.text
+    assert ctx.token_count <= 512
+    # The whole-turn fill (the paper's): the reply whole, and the room it takes is gone.
+    whole = MomentaryMemory("gear", path=chroma_dir, embedders=[minilm], config=MemoryConfig(l_max=512, cap_turns=False)).reconstruct(query)
+    assert GEAR in whole.text and len(whole.turns) < len(ctx.turns)

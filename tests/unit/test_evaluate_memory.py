@@ -108,6 +108,6 @@ def test_a_plain_fill_takes_each_turn_whole_or_not_at_all():
     turns = [Turn(f"t{i}", "user", x, t0 + timedelta(minutes=i), i) for i, x in enumerate(texts)]
     emb = FakeEmbedder()
     rp = Replay(turns, get_token_counter(), emb.encode, emb.name)
-    sel, text = rp.fill([0, 1, 2], l_max=400)
+    sel, _ = rp.fill([0, 1, 2], l_max=400)
     assert [t.text for t in sel.turns] == texts  # the long turn is over half of l_max, and stays whole
     assert not any(t.metadata.get("meve_truncated") for t in sel.turns)
