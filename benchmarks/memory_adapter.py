@@ -1,5 +1,9 @@
 """Chat memory, issue 76 #3: a query-side adapter over MiniLM, trained for recall, measured leave-one-dataset-out.
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 "Embeddings tuned for recall, if they pay": a linear map added to the query's MiniLM vector
 (``q + q @ A``, normalised; the turns' stored vectors are unchanged, so nothing stored would need
 embedding again), trained with an InfoNCE loss (temperature 0.05, L2 1e-2 on ``A``, Adam 1e-3, 400

@@ -1,5 +1,9 @@
 """Chat memory, issue 64 #1: what the recency anchor buys (follow-ups) and costs (recall).
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 The memory sets never ask about the latest exchange, so alone they can only price the anchor. The
 follow-up probes (:mod:`benchmarks.harness.follow_ups`: a conversation cut after one of its
 replies, and a request that leans on it) measure what it is for. Per set and budget: the probes'

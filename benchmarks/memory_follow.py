@@ -1,6 +1,10 @@
 """Chat memory, issue 76: can a small learned classifier tell a follow-up from a question, in place
 of the hand rule's cosine bar? Measured on the dev splits; not shipped (the rule below said no).
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 Why: benchmarks/memory_lean.py found that the rule that keeps the latest exchange first (a query
 of at most six words, or one that nothing earlier is near: :func:`meve.memory.decide.leans_on_latest`)
 cannot tell a standalone request whose earlier turns sit under the cosine bar (PrefEval) from a

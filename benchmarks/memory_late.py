@@ -2,6 +2,10 @@
 MiniLM's token vectors, above cosine on every held-out context set) lift MomentaryMemory's turn
 selection? Dev splits only: no setting here is read on a test split.
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 The signal scores the head of the shipped setting's fused pool (its best ``HEAD`` turns by the
 weighted BM25 + cosine sum, after the role cue): each of them gains ``weight`` x its min-max
 normalised late-interaction score, then the fill runs as shipped (anchor, partner turns, dates,

@@ -2,6 +2,10 @@
 questioned in the open (issue 76; DEVELOPERS.md: "when a selection rule rejects every candidate,
 question the rule").
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 The rule (:func:`meve.memory.decide.leans_on_latest`, :func:`meve.memory.decide.decide_recent_cap`):
 a query of over six words with no earlier turn at or above ``follow_up_cosine`` (0.3) "is about what
 was just said", so the latest exchange goes in first, whole, and a reply longer than ``l_max`` is cut

@@ -1,5 +1,9 @@
 """The shipped chat memory (``MemoryConfig()``) before and after a change, question by question, on the dev splits.
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 Run once in each checkout (the code on ``PYTHONPATH`` is what is measured), then compare:
 
     python -m benchmarks.memory_paired rows OUT.json           # in the checkout before, then after

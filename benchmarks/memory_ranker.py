@@ -1,5 +1,9 @@
 """Chat memory, issue 76 items 1 and 4: a learned ranker in place of the memory's hand rules.
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 Measured leave-one-dataset-out on the dev splits; then, only with ``--test``, once on the test
 splits.
 

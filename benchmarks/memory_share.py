@@ -25,7 +25,7 @@ read first in a throwaway probe of the same replay, whose figures this module re
 - ``share, best whole, cut misfits`` (new in this module, not in the probe): as ``share, best
   whole``, and a turn whose line does not fit the room left is cut to the smaller of the room and
   half of ``l_max`` rather than passed over, when that keeps at least
-  :data:`meve.memory.fill.MIN_CUT` tokens of its text (the issue's "cut rather than skipped": a
+  :data:`meve.memory.select.MIN_CUT` tokens of its text (the issue's "cut rather than skipped": a
   pasted 6,900-token message ranked first comes in as its best part).
 
 Nothing else changes: the latest exchange, the user's statements, kept roles, the fused scores and
@@ -51,7 +51,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -64,8 +63,8 @@ from benchmarks.harness.conversations import Replay, evidence_kept
 from meve import MemoryConfig
 from meve.memory import select
 from meve.memory.decide import TURN_SHARE
-from meve.memory.fill import MIN_CUT
-from meve.memory.render import render, render_turn, truncate_turn
+from meve.memory.render import render
+from meve.memory.select import MIN_CUT
 
 SETTINGS = ("shipped", "share", "share, best whole", "share, best whole, cut misfits")
 #: ``MemoryConfig`` fields by setting: the patched forms replace the relevance fill whole, so only
@@ -73,20 +72,14 @@ SETTINGS = ("shipped", "share", "share, best whole", "share, best whole, cut mis
 FIELDS = {"shipped": {"cap_turns": False}}
 
 
-def _head(fill: Any, i: int) -> int:
-    """The tokens of turn ``i``'s line without its text (role, date)."""
-    return int(fill.counter.count(render_turn(replace(fill.snap.turns[i], text=""), dates=fill.cfg.dates is True)))
-
-
 def _take_cut(fill: Any, i: int, text_budget: int, reason: str) -> bool:
-    """Turn ``i`` cut to ``text_budget`` tokens of its part the query matches, if that keeps
-    :data:`MIN_CUT` tokens of text and fits the room left."""
-    head, turn = _head(fill, i), fill.snap.turns[i]
-    got = truncate_turn(fill.counter, turn.text, text_budget, fill.query) if text_budget >= MIN_CUT else None
+    """Turn ``i`` cut to ``text_budget`` tokens of its part the query matches (the library's
+    ``_Fill.cut``), if that keeps :data:`MIN_CUT` tokens of text and fits the room left."""
+    got = fill.cut(i, text_budget) if text_budget >= MIN_CUT else None
     if got is None:
         return False
-    short = replace(turn, text=got[0], metadata={**turn.metadata, "meve_truncated": True})
-    return bool(fill.take(i, short, got[1] + head, f"{reason}, cut to its best part ({got[1]} tokens of text)"))
+    short, line = got
+    return bool(fill.take(i, short, line, f"{reason}, cut to its best part (a line of {line} tokens)"))
 
 
 def sharing(best_whole: bool, cut_misfits: bool) -> Callable[..., None]:
@@ -101,10 +94,8 @@ def sharing(best_whole: bool, cut_misfits: bool) -> Callable[..., None]:
             fits = fill.ledger.cost(line) <= fill.ledger.left
             if fits and (best or line <= cap) and fill.take(i, fill.snap.turns[i], line, why(i)):
                 continue
-            if fits or cut_misfits:
-                head = _head(fill, i)
-                if _take_cut(fill, i, min(cap, fill.ledger.room) - head, why(i)):
-                    continue
+            if (fits or cut_misfits) and _take_cut(fill, i, min(cap, fill.ledger.room) - fill.head(i), why(i)):
+                continue
             fill.refuse(i, f"{why(i)}: needs {fill.ledger.cost(line)} tokens, {fill.ledger.left} left of l_max {fill.cfg.l_max}")
 
     return take_in_order

@@ -1,5 +1,9 @@
 """Chat memory, issue 76 item 2: what the user told it, recalled for a request in other words.
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 A request rarely repeats the words of the preference it must honour ("Can you recommend a film for
 me?" after "I can't stand horror films"), so BM25, half of the memory's fused score, ranks it low and
 a dense fill beats the memory on PrefEval by 0.07-0.08 of answerable evidence on its dev split.

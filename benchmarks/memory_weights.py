@@ -2,6 +2,10 @@
 can serve every set. Dev splits only (seven sets, as ``benchmarks.memory_lodo``); margins over each
 set's best fill, answerable metric. Nothing is chosen from the global weights: they report the trade.
 
+Its committed results predate ``MemoryConfig(cap_turns=True)`` (issue 76, 2026-11-29,
+``benchmarks/memory_share.py``): run again, every arm built on ``MemoryConfig()`` has the cap on,
+and figures where a long turn ranks after the best move.
+
 Arms, each the shipped ``MemoryConfig`` with one change:
 
 - ``0.5`` (shipped), ``0.35``, ``0.2``: the BM25 weight for every query (the vectors' the rest).

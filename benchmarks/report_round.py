@@ -72,7 +72,7 @@ def memory_share_facts(d: dict[str, Any], lodo: dict[str, Any] | None) -> dict[s
     for n, per_set in d["capped_fills"].items():
         for b, v in per_set.items():
             r = d["dev"][n][b]
-            memory, best = r["share, best whole"]["answerable"], r["best_fill"]["answerable"]
+            memory, best = r[d["chosen"]]["answerable"], r["best_fill"]["answerable"]
             capped.append({"set": n, "budget": b, "best fill": f"{best:.4f}", "best fill, capped": f"{v:.4f}", "the memory": f"{memory:.4f}"})
             lost.append({"set": n, "budget": b} | {k.replace("_", " "): x for k, x in d["losses"][n][b].items()})
     out |= {"capped": table(capped), "losses": table([r for r in lost if r["lost"] or r["gained"]])}

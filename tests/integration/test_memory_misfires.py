@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from meve import MemoryConfig, MomentaryMemory
+from meve.memory.render import render_turn
 
 pytestmark = pytest.mark.integration
 
@@ -127,9 +128,12 @@ def test_a_statement_and_its_update_both_come_in_the_newer_last(minilm, chroma_d
     assert not {old[1], new[1]} & {t.text for t in off.reconstruct(query).turns}  # the requests sharing its words took the room
 
 
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
+BEST_PART = "On Sundays the best hiking trail is the one you like, so pack boots you trust."
 GEAR = " ".join(
-    f"For a hiking trail in {m}, pack layers, a rain shell, two litres of water, a map of the trail, snacks and a small first-aid kit."
-    for m in ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December")
+    [f"For a walk in {m}, pack layers, a rain shell, two litres of water, a map, snacks and a small first-aid kit." for m in MONTHS[:6]]
+    + [BEST_PART]
+    + [f"For a walk in {m}, pack layers, a rain shell, two litres of water, a map, snacks and a small first-aid kit." for m in MONTHS[6:]]
 )
 
 
@@ -150,9 +154,10 @@ def test_a_long_turn_ranked_after_the_best_comes_in_as_its_best_part(minilm, chr
     ctx = mem.reconstruct(query)
     gear = next(t for t in mem.turns() if t.text == GEAR)
     row = next(r for r in ctx.trace if r.id == gear.id)
-    assert row.included and "cut to its best part" in row.reason and row.tokens <= 256, row.reason
+    assert row.included and "cut to its best part" in row.reason, row.reason
     kept = {t.id: t for t in ctx.turns}
-    assert kept[gear.id].metadata["meve_truncated"] and "hiking trail" in kept[gear.id].text
+    assert kept[gear.id].metadata["meve_truncated"] and BEST_PART in kept[gear.id].text  # the part the query matches
+    assert mem.token_counter.count(render_turn(kept[gear.id])) <= 256
     assert chat[0][1] in ctx.text and "I hike every Sunday with my sister Ana." in ctx.text
     assert ctx.token_count <= 512
     # The whole-turn fill (the paper's): the reply whole, and the room it takes is gone.

@@ -206,7 +206,7 @@ def test_a_long_turn_ranked_second_comes_in_as_its_best_part_and_leaves_room_for
     assert [t.id for t in sel.turns] == ["t0", "t2", "t3", "t4"]
     cut = sel.picked[3]
     assert cut.metadata["meve_truncated"] and HUB in cut.text  # the part the query matches
-    assert sel.reasons[3][2] <= l_max // 2 and "cut to its best part" in sel.reasons[3][1] and "its share of l_max" in sel.reasons[3][1]
+    assert COUNTER.count(render_turn(cut)) <= l_max // 2 and "cut to its best part" in sel.reasons[3][1] and "its share of l_max" in sel.reasons[3][1]
     assert sel.turns[0].text == LONG[0][1]  # the preference, whole
     assert COUNTER.count(render(sel.turns)) <= l_max
     # The paper's fill (cap_turns=False): the long reply whole, and no room for the preference.
@@ -222,6 +222,17 @@ def test_the_best_ranked_turn_comes_in_whole_however_long():
     assert snap.tokens[3] > l_max // 2
     assert sel.picked[3].text == LONG[3][1] and sel.reasons[3][1] == "relevance rank 1 (score 1.000)"
     assert [t.id for t in sel.turns] == ["t0", "t3", "t4"]
+
+
+def test_when_the_best_is_in_already_the_next_long_turn_is_capped():
+    snap = snapshot(LONG)
+    l_max = fits(snap, [0, 3, 4]) + 6
+    cfg = MemoryConfig(l_max=l_max, dates=False, partner_turns=False)
+    # The most recent turn (4) is first in the relevance order too: in already, so no turn after it is exempt.
+    sel = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[4, 3, 0], partner=neighbour(snap), query=LONG[4][1])
+    assert sel.picked[3].metadata["meve_truncated"] and COUNTER.count(render_turn(sel.picked[3])) <= l_max // 2
+    whole = select_turns(snap, cfg, COUNTER, recent=[4], pinned=[], ranked=[3, 0], partner=neighbour(snap), query=LONG[4][1])
+    assert whole.picked[3].text == LONG[3][1]  # first of the order: whole
 
 
 def test_a_cap_that_would_keep_too_few_words_is_not_made():

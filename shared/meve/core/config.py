@@ -346,9 +346,9 @@ class MemoryConfig:
         user_statements: of the two turns nearest the query by the first embedder's vector, the
             user's at or above ``follow_up_cosine`` go in before the relevance fill, whole, within half
             of ``l_max`` (:func:`meve.memory.signals.stated`): "I can't stand horror films" for "Recommend a film".
-        cap_turns: a turn recalled by relevance (or as a partner) whose line is over half of ``l_max`` comes
-            in as its part the query matches, of that size, so one long turn cannot take the room of shorter
-            ones ranked after it; the best-ranked comes in whole when it fits. False: whole or not at all.
+        cap_turns: a turn recalled by relevance (or as a partner) that fits the room left but whose line is over half of
+            ``l_max`` comes in as its part the query matches, of that size, so it cannot take the room of shorter ones
+            ranked after it; the best of the ranking comes in whole. False: whole or not at all (the paper's fill).
     """
 
     top_k: int | None = None

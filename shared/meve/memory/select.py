@@ -21,7 +21,24 @@ from meve.memory.records import Turn, TurnTrace
 from meve.memory.render import SEPARATOR, date_prefix, render, render_turn, truncate_turn
 from meve.retrieval.fusion import rrf, weighted_sum
 
-__all__ = ["Selection", "decide_dates", "fuse", "latest_turns", "rank", "select_turns", "sentence_scores", "signal_weights", "turn_traces", "weigh_roles"]
+__all__ = [
+    "MIN_CUT",
+    "Selection",
+    "decide_dates",
+    "fuse",
+    "latest_turns",
+    "rank",
+    "select_turns",
+    "sentence_scores",
+    "signal_weights",
+    "turn_traces",
+    "weigh_roles",
+]
+
+
+#: The fewest tokens of a turn's text worth a cut line: fewer say less than their line's role,
+#: marker and separator cost.
+MIN_CUT = 16
 
 
 def signal_weights(weights: Mapping[str, float], embedders: tuple[str, ...]) -> dict[str, float]:
@@ -92,7 +109,8 @@ class Selection:
 
 
 class _Fill:
-    """The greedy fill: a ledger over rendered lines (a dated line costs its date, counted once per day)."""
+    """The greedy fill: a ledger over rendered lines. A dated line is charged its date (counted once
+    per day and cached): an upper bound, since the rendering dates only a day's first line."""
 
     def __init__(self, snap: Snapshot, cfg: MemoryConfig, counter: TokenCounter, query: str) -> None:
         self.snap, self.cfg, self.counter, self.query = snap, cfg, counter, query
@@ -235,9 +253,12 @@ def _relevant(fill: _Fill, chosen: Sequence[int], partner: Callable[[int], int |
 def _take_in_order(fill: _Fill, order: Sequence[int], why: Callable[[int], str]) -> None:
     """Each of ``order`` not in already, where it fits the room left, else passed over
     (``why(i)``: the trace's reason for turn ``i``). With ``cap_turns``, a turn but the first of
-    ``order`` whose line is over :data:`TURN_SHARE` of ``l_max`` comes in as its part the query
-    matches, of that size (:meth:`_Fill.cut`), so one long turn at rank 2 cannot take the room of
-    the shorter ones after it; the first, the best, comes in whole."""
+    ``order`` whose line fits the room left and is over :data:`TURN_SHARE` of ``l_max`` comes in as
+    its part the query matches, of that size (:func:`_share`), so one long turn at rank 2 cannot take
+    the room of the shorter ones after it. The first of ``order``, the best, comes in whole; when it
+    is in already (the latest exchange, a statement), every other turn is capped. One that does not
+    fit whole is passed over, as without the cap (cutting it into the room left was measured, and
+    cost six of seven sets: ``benchmarks/memory_share.py``)."""
     snap, cfg = fill.snap, fill.cfg
     share = int(TURN_SHARE * cfg.l_max) if cfg.cap_turns else None
     unnamed = (False, f"did not fit in what was left of l_max {cfg.l_max} (the first {_NAMED_MISSES} such turns are named)", 0)
@@ -260,21 +281,20 @@ def _take_in_order(fill: _Fill, order: Sequence[int], why: Callable[[int], str])
 
 def _share(fill: _Fill, i: int, share: int, why: str) -> bool:
     """Turn ``i`` (its line over ``share`` tokens) taken as its best part whose line is at most
-    ``share`` tokens, when that keeps :data:`MIN_CUT` tokens of its text or more."""
+    ``share`` tokens. False, and nothing taken, when that part would hold under :data:`MIN_CUT`
+    tokens of its text (an ``l_max`` under about 40): then the turn competes whole, as it would
+    without the cap, since a cut that small says less than its line's role and marker cost."""
     text_room = share - fill.head(i)
     cut = fill.cut(i, text_room) if text_room >= MIN_CUT else None
     if cut is None:
         return False
     short, line = cut
-    cost, need = fill.ledger.cost(line), fill.ledger.cost(fill.line(i))
-    return fill.take(i, short, line, f"{why}, cut to its best part ({cost} of {need} tokens) to fit its share of l_max ({share})")
+    why = f"{why}, cut to its best part (a line of {line} of {fill.line(i)} tokens) to fit its share of l_max ({share} tokens a line)"
+    return fill.take(i, short, line, why)
 
 
 # Candidates refused for room that the trace explains one by one; the rest share one reason.
 _NAMED_MISSES = 32
-#: The fewest tokens of a turn's text worth a cut line: fewer say less than their line's role,
-#: marker and separator cost.
-MIN_CUT = 16
 
 
 def select_turns(
