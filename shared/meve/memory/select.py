@@ -267,9 +267,10 @@ def _take_in_order(fill: _Fill, order: Sequence[int], why: Callable[[int], str])
         if i in fill.sel.reasons:  # a recent or kept-role turn: in already, or refused with its own reason
             continue
         line = fill.line(i)
-        if share is not None and k > 0 and line > share and fill.ledger.cost(line) <= fill.ledger.left and _share(fill, i, share, why(i)):
+        fits = fill.ledger.cost(line) <= fill.ledger.left
+        if fits and share is not None and k > 0 and line > share and _share(fill, i, share, why(i)):
             continue
-        if fill.ledger.cost(line) > fill.ledger.left:
+        if not fits:
             missed += 1
             if missed <= _NAMED_MISSES:
                 fill.refuse(i, f"{why(i)}: needs {fill.ledger.cost(line)} tokens, {fill.ledger.left} left of l_max {cfg.l_max}")
